@@ -1,0 +1,195 @@
+//! Worker → actor correlation, and the node a logs dir belongs to.
+//!
+//! A worker's stdout holds no ids, yet every print of an actor must carry its
+//! `actor_id`. The link is learned from other files: the actor's own core-worker log
+//! (`Creating actor actor_id=X`, older `Creating actor: X`), GCS lines naming both the
+//! actor and the worker its creation task went to, raylet's `KillLocalActor`, and
+//! structured log lines of the actor's worker. A restarted actor gets a new worker,
+//! which maps to the same actor id.
+//!
+//! Order independence: [`Correlator::prescan`] reads those sources with a substring
+//! search before any file is parsed, so reparsing a directory gives the same answer
+//! whatever order files come in. The live agent instead learns as records stream by
+//! ([`Correlator::learn`]) and holds unmatched worker output briefly.
+
+use std::collections::HashMap;
+
+use crate::classify::FileMeta;
+use crate::id::{Id, ACTOR_HEX, WORKER_HEX};
+use crate::ids_in_text::{scan_prose, trailing_pairs};
+use crate::record::Ids;
+
+/// What has been learned about workers and nodes.
+#[derive(Debug, Default, Clone)]
+pub struct Correlator {
+    actor_of_worker: HashMap<Id, Id>,
+}
+
+/// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
+/// hosting it (other lines naming both may mean an owner or a caller).
+const HOSTING_PHRASES: [&str; 5] = [
+    "Actor creation task succeeded",
+    "Submitting actor creation task to worker",
+    "Start creating actor",
+    "Received KillLocalActor",
+    "Actor is failed on worker",
+];
+
+impl Correlator {
+    pub fn new() -> Correlator {
+        Correlator::default()
+    }
+
+    /// The actor a worker hosts, if known.
+    #[inline]
+    pub fn actor_of(&self, worker: &Id) -> Option<Id> {
+        self.actor_of_worker.get(worker).copied()
+    }
+
+    /// Records that `worker` hosts `actor`. Returns true when this is new.
+    pub fn link(&mut self, worker: Id, actor: Id) -> bool {
+        if worker.len() != WORKER_HEX || actor.len() != ACTOR_HEX {
+            return false;
+        }
+        self.actor_of_worker.insert(worker, actor) != Some(actor)
+    }
+
+    /// Number of known worker → actor links.
+    pub fn len(&self) -> usize {
+        self.actor_of_worker.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.actor_of_worker.is_empty()
+    }
+
+    /// Learns from one parsed record of `file` (called by the parser for every record).
+    /// `ids` are the ids found in the record's own text, before file context is added.
+    #[inline]
+    pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids) -> bool {
+        let Some(actor) = ids.actor_id else { return false };
+        match file.component.as_str() {
+            "core_worker" if message.starts_with("Creating actor") => match file.worker_id {
+                Some(w) => self.link(w, actor),
+                None => false,
+            },
+            "gcs_server" | "raylet" if HOSTING_PHRASES.iter().any(|p| message.starts_with(p)) => {
+                match ids.worker_id {
+                    Some(w) => self.link(w, actor),
+                    None => false,
+                }
+            }
+            // Structured logging inside the actor's worker names both.
+            "worker" => match (file.worker_id, ids.worker_id) {
+                (Some(fw), Some(w)) if fw == w && ids.task_id.is_some_and(|t| t.actor_of_task() == Some(actor)) => {
+                    self.link(w, actor)
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Learns from a whole file's bytes without parsing it: used before parsing a
+    /// directory so the result does not depend on file order. Reads core-worker
+    /// logs and GCS/raylet logs; other files are ignored.
+    pub fn prescan(&mut self, file: &FileMeta, bytes: &[u8]) {
+        match file.component.as_str() {
+            "core_worker" => {
+                let Some(w) = file.worker_id else { return };
+                for pos in memchr::memmem::find_iter(bytes, b"Creating actor") {
+                    let line = line_at(bytes, pos);
+                    let mut ids = Ids::default();
+                    ids_of_line(line, &mut ids);
+                    if let Some(a) = ids.actor_id {
+                        self.link(w, a);
+                    }
+                }
+            }
+            "gcs_server" | "raylet" => {
+                for phrase in HOSTING_PHRASES {
+                    for pos in memchr::memmem::find_iter(bytes, phrase.as_bytes()) {
+                        let mut ids = Ids::default();
+                        ids_of_line(line_at(bytes, pos), &mut ids);
+                        if let (Some(w), Some(a)) = (ids.worker_id, ids.actor_id) {
+                            self.link(w, a);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The line (from `pos` to its newline) around a match.
+fn line_at(bytes: &[u8], pos: usize) -> &str {
+    let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |e| pos + e);
+    std::str::from_utf8(&bytes[pos..end]).unwrap_or("")
+}
+
+fn ids_of_line(line: &str, ids: &mut Ids) {
+    trailing_pairs(line, |k, v| {
+        if let Some(kind) = crate::ids_in_text::IdKind::from_key(k) {
+            kind.store(ids, Id::parse(v.trim_end_matches(',').as_bytes()));
+        }
+    });
+    scan_prose(line, ids);
+}
+
+/// Finds the node id a raylet log announces (`Setting node ID node_id=X`, older
+/// `Setting node ID to: X`, or `[state-dump] NodeManager:\nNode ID: X`).
+pub fn node_id_from_raylet(bytes: &[u8]) -> Option<Id> {
+    for needle in [&b"Setting node ID"[..], b"NodeManager server started", b"Node ID: "] {
+        for pos in memchr::memmem::find_iter(bytes, needle) {
+            let line = line_at(bytes, pos);
+            let mut ids = Ids::default();
+            ids_of_line(line, &mut ids);
+            if ids.node_id.is_some() {
+                return ids.node_id;
+            }
+            // `Setting node ID to: <hex>`
+            if let Some(id) = line.rsplit(' ').next().and_then(|t| Id::parse_len(t.as_bytes(), WORKER_HEX)) {
+                return Some(id);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::classify;
+
+    const W: &str = "f6c129302d91187c69e18e3176aba830cf787f1fdc10442b6f7a4cb0";
+    const A: &str = "c849596ab2d001ad77a3612801000000";
+
+    #[test]
+    fn prescan_core_worker_both_wordings() {
+        for line in [format!("[x] core_worker.cc:3247: Creating actor actor_id={A}"), format!("[x] core_worker.cc:2: Creating actor: {A}")] {
+            let meta = classify(&format!("python-core-worker-{W}_4610.log"), None);
+            let mut c = Correlator::new();
+            c.prescan(&meta, format!("noise\n{line}\nmore\n").as_bytes());
+            assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A, "{line}");
+        }
+    }
+
+    #[test]
+    fn prescan_gcs_only_hosting_lines() {
+        let meta = classify("gcs_server.out", None);
+        let mut c = Correlator::new();
+        let owner = "01000000ffffffffffffffffffffffffffffffffffffffffffffffff";
+        c.prescan(&meta, format!("[t] (gcs_server) x.cc:1: Owner died worker_id={owner} actor_id={A}\n").as_bytes());
+        assert!(c.is_empty(), "an owner is not the host");
+        c.prescan(&meta, format!("[t] (gcs_server) gcs_actor_scheduler.cc:463: Actor creation task succeeded. actor_id={A} worker_id={W} job_id=01000000\n").as_bytes());
+        assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A);
+    }
+
+    #[test]
+    fn node_from_raylet() {
+        let n = "695e461fb0f54d6e7375eeaf092edbcbcbd997954cab95dbf3635b7a";
+        let text = format!("[t] (raylet) main.cc:711: Setting node ID node_id={n}\n");
+        assert_eq!(node_id_from_raylet(text.as_bytes()).unwrap().as_str(), n);
+    }
+}

@@ -1,0 +1,150 @@
+//! Line formats: one module per shape of line Ray writes, dispatched by [`LineFormat`].
+//!
+//! Each parser reads the text of one assembled record (its first line plus any
+//! continuation lines joined with `\n`) and fills a [`Draft`]. They are hand-written
+//! byte scanners, not regexes, because they run once per record on the hot path.
+//! A parser that does not recognise its input returns `false` and the record falls
+//! back to [`plain`], so malformed lines are kept, never dropped.
+
+pub mod cpp;
+pub mod event;
+pub mod export_event;
+pub mod json_log;
+pub mod plain;
+pub mod python;
+pub mod serve;
+
+use crate::classify::FileKind;
+use crate::id::Id;
+use crate::ids_in_text::IdKind;
+use crate::record::{FieldValue, Fields, Ids, Level};
+use crate::time::{Timestamp, Zone};
+
+/// What a format parser extracts from one record.
+#[derive(Debug, Default)]
+pub struct Draft<'a> {
+    pub timestamp: Option<Timestamp>,
+    pub level: Option<Level>,
+    pub message: &'a str,
+    pub ids: Ids,
+    pub pid: Option<u32>,
+    pub task_name: Option<&'a str>,
+    pub actor_name: Option<&'a str>,
+    pub fields: Fields<'a>,
+}
+
+impl<'a> Draft<'a> {
+    /// Routes a structured `key=value` or JSON member: ids to their slots, known
+    /// names to their fields, anything else to `fields`.
+    pub fn put_pair(&mut self, key: &'a str, value: &'a str) {
+        if let Some(kind) = IdKind::from_key(key) {
+            if value.len() == kind.hex_len() {
+                kind.store(&mut self.ids, Id::parse(value.as_bytes()));
+                return;
+            }
+            if Id::parse(value.as_bytes()).is_none() && value.bytes().all(|c| c == b'f' || c == b'F') {
+                return; // a nil id is absent, not a field
+            }
+        }
+        match key {
+            "task_name" => self.task_name = self.task_name.or(Some(value)),
+            "actor_name" => self.actor_name = self.actor_name.or(Some(value)),
+            "NIL_ID" => {}
+            _ if value == "NIL_ID" => {}
+            _ => self.fields.push(key, FieldValue::Str(value)),
+        }
+    }
+}
+
+/// The per-record format, chosen from the file kind and the record's first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineFormat {
+    /// `[date L pid tid] (component) file.cc:N: msg` (C++ spdlog).
+    Cpp,
+    /// `date\tLEVEL file.py:N -- msg` (Python components, structured TEXT).
+    Python,
+    /// A JSON object from structured logging or C++ JSON logging.
+    JsonLog,
+    /// `events/*.log` JSON.
+    Event,
+    /// `export_events/*.log` JSON with base64 ids.
+    ExportEvent,
+    /// Ray Serve's `LEVEL date time name replica [request] -- msg`.
+    Serve,
+    /// Anything else: the text is the message.
+    Plain,
+}
+
+/// True when `b` starts with `YYYY-MM-DD HH:MM:SS`.
+#[inline]
+pub fn starts_with_date(b: &[u8]) -> bool {
+    b.len() >= 19
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b' '
+        && b[13] == b':'
+        && b[0].is_ascii_digit()
+        && b[3].is_ascii_digit()
+        && b[11].is_ascii_digit()
+}
+
+/// True when `b` starts like a C++ header: `[YYYY-`.
+#[inline]
+pub fn starts_cpp_header(b: &[u8]) -> bool {
+    b.len() > 6 && b[0] == b'[' && b[5] == b'-' && b[1].is_ascii_digit() && b[4].is_ascii_digit()
+}
+
+impl LineFormat {
+    /// Picks the format for a record whose first line is `first`.
+    #[inline]
+    pub fn detect(kind: FileKind, first: &[u8]) -> LineFormat {
+        match first.first() {
+            Some(b'[') if starts_cpp_header(first) => LineFormat::Cpp,
+            Some(b'{') => match kind {
+                FileKind::Event => LineFormat::Event,
+                FileKind::ExportEvent => LineFormat::ExportEvent,
+                _ => LineFormat::JsonLog,
+            },
+            Some(b'0'..=b'9') if starts_with_date(first) => LineFormat::Python,
+            Some(b'A'..=b'Z') if kind == FileKind::Serve => LineFormat::Serve,
+            _ => LineFormat::Plain,
+        }
+    }
+
+    /// True when a line of this shape opens a new record in a headered file.
+    #[inline]
+    pub fn is_header(kind: FileKind, line: &[u8]) -> bool {
+        match line.first() {
+            Some(b'[') => starts_cpp_header(line),
+            Some(b'{') => true,
+            Some(b'0'..=b'9') => starts_with_date(line),
+            Some(b'A'..=b'Z') if kind == FileKind::Serve => serve::is_header(line),
+            _ => false,
+        }
+    }
+}
+
+/// Inputs a format parser may need besides the text.
+pub struct ParseCtx<'s> {
+    pub zone: &'s Zone,
+    pub kind: FileKind,
+}
+
+/// Parses `text` (one record) in format `fmt` into `d`; falls back to plain text when
+/// the specific parser does not recognise it. `scratch` receives decoded text when the
+/// message has to be unescaped (JSON), and `d.message` may then point into it.
+pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) {
+    let ok = match fmt {
+        LineFormat::Cpp => cpp::parse(text, cx, d),
+        LineFormat::Python => python::parse(text, cx, d),
+        LineFormat::Serve => serve::parse(text, cx, d),
+        LineFormat::JsonLog => json_log::parse(text, scratch, cx, d),
+        LineFormat::Event => event::parse(text, scratch, cx, d),
+        LineFormat::ExportEvent => export_event::parse(text, scratch, d),
+        LineFormat::Plain => false,
+    };
+    if !ok {
+        *d = Draft::default();
+        plain::parse(text, cx, d);
+    }
+}

@@ -1,0 +1,221 @@
+//! Ray ids: small hex strings held on the stack, and what their layout implies.
+//!
+//! Ray ids are hex renderings of little binary blobs (see `ray-log-formats.md`):
+//! JobID 4 bytes, ActorID 16 (12 unique + JobID), TaskID 24 (8 unique + ActorID),
+//! WorkerID/NodeID 28 (random). An id made only of `f` is Ray's nil value and is
+//! treated as absent everywhere. [`Id`] is `Copy` and never allocates, so the hot
+//! path can pass ids around freely.
+
+use std::fmt;
+
+/// Hex lengths of each id kind.
+pub const JOB_HEX: usize = 8;
+/// Hex length of an ActorID.
+pub const ACTOR_HEX: usize = 32;
+/// Hex length of a TaskID.
+pub const TASK_HEX: usize = 48;
+/// Hex length of a WorkerID or NodeID.
+pub const WORKER_HEX: usize = 56;
+const MAX_HEX: usize = 64;
+
+/// A lowercase hex id of at most 64 characters, stored inline.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Id {
+    len: u8,
+    buf: [u8; MAX_HEX],
+}
+
+impl Id {
+    /// Parses `s` as an id of exactly `len` hex characters. Uppercase is folded to
+    /// lowercase; nil ids (all `f`) and anything else return `None`.
+    #[inline]
+    pub fn parse_len(s: &[u8], len: usize) -> Option<Id> {
+        if s.len() != len {
+            return None;
+        }
+        Id::parse(s)
+    }
+
+    /// Parses `s` as a hex id of any length up to 64; `None` when empty, too long,
+    /// not hex, or nil (all `f`, which is also how `NIL_ID` renders).
+    #[inline]
+    pub fn parse(s: &[u8]) -> Option<Id> {
+        if s.is_empty() || s.len() > MAX_HEX {
+            return None;
+        }
+        let mut buf = [0u8; MAX_HEX];
+        let mut all_f = true;
+        for (dst, &b) in buf.iter_mut().zip(s) {
+            let c = match b {
+                b'0'..=b'9' | b'a'..=b'f' => b,
+                b'A'..=b'F' => b + 32,
+                _ => return None,
+            };
+            all_f &= c == b'f';
+            *dst = c;
+        }
+        if all_f {
+            return None;
+        }
+        Some(Id {
+            len: s.len() as u8,
+            buf,
+        })
+    }
+
+    /// Builds an id from raw bytes (as found base64-encoded in export events).
+    pub fn from_bytes(bytes: &[u8]) -> Option<Id> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        if bytes.is_empty() || bytes.len() * 2 > MAX_HEX {
+            return None;
+        }
+        let mut buf = [0u8; MAX_HEX];
+        for (i, b) in bytes.iter().enumerate() {
+            buf[2 * i] = HEX[(b >> 4) as usize];
+            buf[2 * i + 1] = HEX[(b & 15) as usize];
+        }
+        Id::parse(&buf[..bytes.len() * 2])
+    }
+
+    /// The id as a `&str` (always ASCII lowercase hex).
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or_default()
+    }
+
+    /// Number of hex characters.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Never true for a constructed id; present for API symmetry with `len`.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn suffix(&self, n: usize) -> Option<Id> {
+        let l = self.len as usize;
+        (l >= n).then(|| Id::parse(&self.buf[l - n..l])).flatten()
+    }
+
+    /// The job an actor, task or driver-worker id names: its last 8 hex characters
+    /// for actor and task ids, its first 8 for a driver's worker id.
+    pub fn job_of_actor_or_task(&self) -> Option<Id> {
+        matches!(self.len(), ACTOR_HEX | TASK_HEX)
+            .then(|| self.suffix(JOB_HEX))
+            .flatten()
+    }
+
+    /// The actor a task id names: its last 32 hex characters, unless the actor's
+    /// unique part is nil (a normal task, not an actor task).
+    pub fn actor_of_task(&self) -> Option<Id> {
+        if self.len() != TASK_HEX {
+            return None;
+        }
+        let unique = &self.buf[16..16 + 24];
+        if unique.iter().all(|&b| b == b'f') {
+            return None;
+        }
+        self.suffix(ACTOR_HEX)
+    }
+
+    /// A driver's worker id is its job id followed by `f` padding
+    /// (`01000000ffff…`); returns that job id.
+    pub fn job_of_driver_worker(&self) -> Option<Id> {
+        if self.len() != WORKER_HEX || !self.buf[JOB_HEX..WORKER_HEX].iter().all(|&b| b == b'f') {
+            return None;
+        }
+        Id::parse(&self.buf[..JOB_HEX])
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Id({})", self.as_str())
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Decodes standard base64 (with or without padding) into `out`; returns the
+/// number of bytes written, or `None` on an invalid character or overflow.
+pub fn base64_decode(input: &[u8], out: &mut [u8]) -> Option<usize> {
+    fn val(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let input = match input.iter().position(|&c| c == b'=') {
+        Some(p) => &input[..p],
+        None => input,
+    };
+    let (mut acc, mut bits, mut n) = (0u32, 0u32, 0usize);
+    for &c in input {
+        acc = (acc << 6) | val(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            *out.get_mut(n)? = (acc >> bits) as u8;
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
+/// Decodes a base64 protobuf id (export events) to a hex [`Id`].
+pub fn id_from_base64(s: &[u8]) -> Option<Id> {
+    let mut raw = [0u8; MAX_HEX / 2];
+    let n = base64_decode(s, &mut raw)?;
+    Id::from_bytes(&raw[..n])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nil_and_case() {
+        assert!(Id::parse(b"ffffffff").is_none());
+        assert!(Id::parse(b"FFFF").is_none());
+        assert!(Id::parse(b"NIL_ID").is_none());
+        assert_eq!(Id::parse(b"01AB0000").unwrap().as_str(), "01ab0000");
+    }
+
+    #[test]
+    fn layout_derivations() {
+        let task = Id::parse(b"d695f922effe6d99750d082651ea8a01532ff64101000000").unwrap();
+        assert_eq!(
+            task.actor_of_task().unwrap().as_str(),
+            "750d082651ea8a01532ff64101000000"
+        );
+        assert_eq!(task.job_of_actor_or_task().unwrap().as_str(), "01000000");
+        let normal = Id::parse(b"16310a0f0a45af5cffffffffffffffffffffffff01000000").unwrap();
+        assert!(normal.actor_of_task().is_none());
+        assert_eq!(normal.job_of_actor_or_task().unwrap().as_str(), "01000000");
+        let driver = Id::parse(b"01000000ffffffffffffffffffffffffffffffffffffffffffffffff").unwrap();
+        assert_eq!(driver.job_of_driver_worker().unwrap().as_str(), "01000000");
+    }
+
+    #[test]
+    fn base64_ids() {
+        assert_eq!(id_from_base64(b"AQAAAA==").unwrap().as_str(), "01000000");
+        assert_eq!(
+            id_from_base64(b"G364jcMdJAL2/CeoAQAAAA==").unwrap().as_str(),
+            "1b7eb88dc31d2402f6fc27a801000000"
+        );
+        assert!(id_from_base64(b"").is_none());
+        assert!(id_from_base64(b"!!").is_none());
+    }
+}

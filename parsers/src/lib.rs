@@ -1,0 +1,35 @@
+//! The parsing core of raylog: Ray log bytes in, records tagged with Ray ids out.
+//!
+//! This crate is synchronous and has no async runtime, so the agent (`raylog ship`)
+//! and the CLI (`raylog parse`, `raylog trace`) share it unchanged. The pipeline for
+//! one file:
+//!
+//! 1. [`classify`]: the path says what the file is (component, worker id, pid, job,
+//!    rotation) and which format family its lines follow.
+//! 2. [`parser::FileParser`]: splits lines, recognises markers, joins multi-line
+//!    records ([`assemble`]) and decodes each record with the parser for its shape
+//!    ([`formats`]), finding ids in structured pairs and prose ([`ids_in_text`]).
+//! 3. [`correlate`]: fills in what the file itself cannot say, chiefly which actor a
+//!    worker hosts, so an actor's `print`s carry its `actor_id`.
+//! 4. [`ndjson`]: writes the [`record::Record`] as one JSON line.
+//!
+//! See `ray-log-formats.md`-style notes in each module for the shapes handled.
+
+pub mod assemble;
+pub mod classify;
+pub mod correlate;
+pub mod formats;
+pub mod id;
+pub mod ids_in_text;
+pub mod json;
+pub mod ndjson;
+pub mod parser;
+pub mod record;
+pub mod time;
+
+pub use classify::{classify, FileKind, FileMeta};
+pub use correlate::Correlator;
+pub use id::Id;
+pub use parser::{FileParser, FileStats, Options};
+pub use record::{Level, Record};
+pub use time::{Timestamp, Zone};

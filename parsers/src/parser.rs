@@ -1,0 +1,345 @@
+//! [`FileParser`]: bytes of one file in, records out.
+//!
+//! The parser is push-based so the CLI (whole files, archives) and the agent (tailed
+//! chunks) drive it the same way: [`FileParser::push`] takes any chunk of the file,
+//! splits lines with `memchr`, joins multi-line records ([`crate::assemble`]), and
+//! calls the sink for each finished record. A record is only finished when the next
+//! one starts, so the last record and a partial last line stay held until more bytes
+//! arrive or the caller says the file is complete ([`FileParser::finish`]) or idle
+//! ([`FileParser::flush`]). Buffers are reused: steady-state parsing allocates nothing
+//! per line.
+
+use crate::assemble::{Joiner, Marker};
+use crate::classify::{FileKind, FileMeta};
+use crate::correlate::Correlator;
+use crate::formats::{self, Draft, LineFormat, ParseCtx};
+use crate::id::{Id, JOB_HEX};
+use crate::record::{Ids, Record};
+use crate::time::{Timestamp, Zone};
+
+/// Default cap on one line (and on one joined record).
+pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Settings shared by every file of a run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Zone naive timestamps are read in.
+    pub zone: Zone,
+    /// Longer lines are cut and the record flagged `truncated`; a multi-line record
+    /// is cut at the same size.
+    pub max_line_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            zone: Zone::Utc,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+/// Counters for one file, for reconciliation and for the agent's metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileStats {
+    pub bytes: u64,
+    pub lines: u64,
+    pub markers: u64,
+    pub records: u64,
+    /// Records whose bytes were not valid UTF-8 (kept, decoded lossily).
+    pub invalid_utf8: u64,
+    /// Lines longer than `max_line_bytes`.
+    pub truncated_lines: u64,
+}
+
+/// Context set by marker lines and earlier records of the same file.
+#[derive(Clone, Debug, Default)]
+pub struct FileContext {
+    pub job_id: Option<Id>,
+    pub actor_name: Option<String>,
+    pub task_name: Option<String>,
+    pub task_id: Option<Id>,
+    pub last_timestamp: Option<Timestamp>,
+}
+
+/// The record being assembled.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    offset: u64,
+    lines: u32,
+    truncated: bool,
+    open: bool,
+}
+
+/// Parses one file incrementally. See the module docs.
+#[derive(Debug)]
+pub struct FileParser {
+    meta: FileMeta,
+    node_id: Option<Id>,
+    mtime: Option<Timestamp>,
+    /// File offset of the next byte `push` will see.
+    offset: u64,
+    /// An incomplete last line and its start offset.
+    partial: Vec<u8>,
+    partial_offset: u64,
+    partial_truncated: bool,
+    pending: Pending,
+    joiner: Joiner,
+    ctx: FileContext,
+    scratch: String,
+    lossy: String,
+    stats: FileStats,
+}
+
+impl FileParser {
+    /// A parser for `meta`, whose node is `node_id` (from the logs dir) and whose
+    /// modification time dates records that have no time of their own.
+    pub fn new(meta: FileMeta, node_id: Option<Id>, mtime: Option<Timestamp>) -> FileParser {
+        FileParser {
+            meta,
+            node_id,
+            mtime,
+            offset: 0,
+            partial: Vec::new(),
+            partial_offset: 0,
+            partial_truncated: false,
+            pending: Pending::default(),
+            joiner: Joiner::default(),
+            ctx: FileContext::default(),
+            scratch: String::new(),
+            lossy: String::new(),
+            stats: FileStats::default(),
+        }
+    }
+
+    /// Starts at `offset` instead of 0 (resuming), with the context saved then.
+    pub fn resume_at(&mut self, offset: u64, ctx: FileContext) {
+        self.offset = offset;
+        self.ctx = ctx;
+    }
+
+    pub fn meta(&self) -> &FileMeta {
+        &self.meta
+    }
+
+    pub fn stats(&self) -> &FileStats {
+        &self.stats
+    }
+
+    pub fn context(&self) -> &FileContext {
+        &self.ctx
+    }
+
+    /// Sets the node id (when it is learned after the parser was made).
+    pub fn set_node_id(&mut self, node: Option<Id>) {
+        self.node_id = node;
+    }
+
+    /// Offset of the first byte not yet emitted in a record: where a restart must
+    /// resume so nothing held is lost.
+    pub fn unemitted_offset(&self) -> u64 {
+        if self.pending.open {
+            self.pending.offset
+        } else if !self.partial.is_empty() || self.partial_truncated {
+            self.partial_offset
+        } else {
+            self.offset
+        }
+    }
+
+    /// File offset just past the bytes pushed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Feeds the next chunk of the file; emits every record completed by it.
+    pub fn push(&mut self, data: &[u8], corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        self.stats.bytes += data.len() as u64;
+        let mut pos = 0;
+        while pos < data.len() {
+            let Some(nl) = memchr::memchr(b'\n', &data[pos..]) else {
+                self.hold_partial(&data[pos..], self.offset + pos as u64, opts);
+                break;
+            };
+            let line = &data[pos..pos + nl];
+            let line_offset = self.offset + pos as u64;
+            if self.partial.is_empty() && !self.partial_truncated {
+                let cut = line.len() > opts.max_line_bytes;
+                let line = if cut { &line[..opts.max_line_bytes] } else { line };
+                self.on_line(line, line_offset, cut, corr, opts, out);
+            } else {
+                self.hold_partial(line, 0, opts);
+                let mut held = std::mem::take(&mut self.partial);
+                let (off, cut) = (self.partial_offset, self.partial_truncated);
+                self.partial_truncated = false;
+                self.on_line(&held, off, cut, corr, opts, out);
+                held.clear();
+                self.partial = held;
+            }
+            pos += nl + 1;
+        }
+        self.offset += data.len() as u64;
+    }
+
+    /// Appends to the held partial line; `offset` is where `bytes` start in the file
+    /// and only matters when nothing is held yet.
+    fn hold_partial(&mut self, bytes: &[u8], offset: u64, opts: &Options) {
+        if self.partial.is_empty() && !self.partial_truncated {
+            self.partial_offset = offset;
+        }
+        let room = opts.max_line_bytes.saturating_sub(self.partial.len());
+        if bytes.len() > room {
+            self.partial_truncated = true;
+        }
+        self.partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// The file is complete: emits the last line even without its newline, and the
+    /// record held open.
+    pub fn finish(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        if !self.partial.is_empty() || self.partial_truncated {
+            let held = std::mem::take(&mut self.partial);
+            let (off, cut) = (self.partial_offset, self.partial_truncated);
+            self.partial_truncated = false;
+            self.on_line(&held, off, cut, corr, opts, out);
+        }
+        self.flush(corr, opts, out);
+    }
+
+    /// Emits the record held open (no more lines are expected soon); a partial line
+    /// stays held.
+    pub fn flush(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        self.emit_pending(corr, opts, out);
+    }
+
+    fn on_line(&mut self, line: &[u8], offset: u64, cut: bool, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        self.stats.lines += 1;
+        self.stats.truncated_lines += cut as u64;
+        let kind = self.meta.kind;
+        if kind == FileKind::Worker {
+            if let Some(m) = Marker::parse(line) {
+                self.emit_pending(corr, opts, out);
+                self.apply_marker(m);
+                self.joiner.reset();
+                self.stats.markers += 1;
+                return;
+            }
+        }
+        if self.joiner.continues(kind, line, self.pending.open) {
+            let p = &mut self.pending;
+            p.lines += 1;
+            p.truncated |= cut;
+            if p.bytes.len() + 1 + line.len() <= opts.max_line_bytes {
+                p.bytes.push(b'\n');
+                p.bytes.extend_from_slice(line);
+            } else {
+                p.truncated = true;
+            }
+            return;
+        }
+        self.emit_pending(corr, opts, out);
+        let p = &mut self.pending;
+        p.bytes.clear();
+        p.bytes.extend_from_slice(line);
+        p.offset = offset;
+        p.lines = 1;
+        p.truncated = cut;
+        p.open = true;
+    }
+
+    fn apply_marker(&mut self, m: Marker<'_>) {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        match m {
+            Marker::JobId(j) => self.ctx.job_id = Id::parse_len(j, JOB_HEX),
+            Marker::ActorName(a) => self.ctx.actor_name = Some(text(a)),
+            Marker::TaskName(t) => {
+                self.ctx.task_name = Some(text(t));
+                self.ctx.task_id = None;
+            }
+            Marker::TaskAttemptStart(t, _) => self.ctx.task_id = Id::parse(t),
+            Marker::TaskAttemptEnd(_) => self.ctx.task_id = None,
+        }
+    }
+
+    /// Parses the pending record and hands it to `out`.
+    fn emit_pending(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        if !self.pending.open {
+            return;
+        }
+        self.pending.open = false;
+        let FileParser {
+            meta,
+            node_id,
+            mtime,
+            pending,
+            ctx,
+            scratch,
+            lossy,
+            stats,
+            ..
+        } = self;
+        let text = match std::str::from_utf8(&pending.bytes) {
+            Ok(s) => s,
+            Err(_) => {
+                stats.invalid_utf8 += 1;
+                lossy.clear();
+                lossy.push_str(&String::from_utf8_lossy(&pending.bytes));
+                lossy.as_str()
+            }
+        };
+        let cx = ParseCtx {
+            zone: &opts.zone,
+            kind: meta.kind,
+        };
+        let mut d = Draft::default();
+        formats::parse(LineFormat::detect(meta.kind, text.as_bytes()), text, scratch, &cx, &mut d);
+        corr.learn(meta, d.message, &d.ids);
+        let ids = tag_ids(meta, *node_id, ctx, corr, d.ids);
+        let (timestamp, inferred) = match d.timestamp {
+            Some(t) => {
+                ctx.last_timestamp = Some(t);
+                (Some(t), false)
+            }
+            None => (ctx.last_timestamp.or(*mtime), true),
+        };
+        let rec = Record {
+            timestamp,
+            timestamp_inferred: inferred && timestamp.is_some(),
+            level: d.level,
+            message: d.message,
+            file: meta,
+            offset: pending.offset,
+            lines: pending.lines,
+            ids,
+            pid: d.pid.or(meta.pid),
+            task_name: d.task_name.or(ctx.task_name.as_deref()),
+            actor_name: d.actor_name.or(ctx.actor_name.as_deref()),
+            fields: d.fields,
+            truncated: pending.truncated,
+        };
+        stats.records += 1;
+        out(&rec);
+    }
+}
+
+/// Combines the ids found in a record's text with what the file says.
+///
+/// In files a worker owns (its stdout/stderr and core-worker log) the worker id and
+/// the hosted actor come from the file, not from the text, which may name peers;
+/// elsewhere the text wins and the file only fills gaps.
+fn tag_ids(meta: &FileMeta, node: Option<Id>, ctx: &FileContext, corr: &Correlator, text_ids: Ids) -> Ids {
+    let mut ids = text_ids;
+    if let Some(w) = meta.worker_id {
+        ids.worker_id = Some(w);
+        if let Some(a) = corr.actor_of(&w) {
+            ids.actor_id = Some(a);
+        }
+    }
+    ids.job_id = ids.job_id.or(meta.job_id).or(ctx.job_id);
+    ids.task_id = ids.task_id.or(ctx.task_id);
+    ids.node_id = ids.node_id.or(node);
+    ids.derive();
+    ids
+}

@@ -1,0 +1,208 @@
+//! The record: one log event with its Ray ids, borrowed from parser buffers.
+//!
+//! A [`Record`] lives only for the duration of the callback that receives it: its
+//! strings point into the parser's reused buffers, so producing one costs no heap
+//! allocation. Consumers that need to keep a record serialize it
+//! ([`crate::ndjson`]) or copy what they need.
+
+use crate::classify::FileMeta;
+use crate::id::Id;
+use crate::time::Timestamp;
+
+/// Severity, normalised across Ray's spellings (`I`, `INFO`, `info`, `WARN`...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warning,
+    Error,
+    Fatal,
+}
+
+impl Level {
+    /// The schema spelling: TRACE DEBUG INFO WARNING ERROR FATAL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Trace => "TRACE",
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warning => "WARNING",
+            Level::Error => "ERROR",
+            Level::Fatal => "FATAL",
+        }
+    }
+
+    /// A spdlog level letter (`I W E F D T C`).
+    #[inline]
+    pub fn from_letter(c: u8) -> Option<Level> {
+        Some(match c {
+            b'I' => Level::Info,
+            b'W' => Level::Warning,
+            b'E' => Level::Error,
+            b'F' | b'C' => Level::Fatal,
+            b'D' => Level::Debug,
+            b'T' => Level::Trace,
+            _ => return None,
+        })
+    }
+
+    /// A level name in any case, including Python's and spdlog's aliases.
+    pub fn from_name(s: &[u8]) -> Option<Level> {
+        let mut buf = [0u8; 8];
+        if s.is_empty() || s.len() > buf.len() {
+            return None;
+        }
+        for (d, c) in buf.iter_mut().zip(s) {
+            *d = c.to_ascii_uppercase();
+        }
+        Some(match &buf[..s.len()] {
+            b"TRACE" => Level::Trace,
+            b"DEBUG" => Level::Debug,
+            b"INFO" => Level::Info,
+            b"WARNING" | b"WARN" => Level::Warning,
+            b"ERROR" | b"ERR" => Level::Error,
+            b"FATAL" | b"CRITICAL" => Level::Fatal,
+            _ => return None,
+        })
+    }
+}
+
+/// Which standard stream a file captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// An extra key/value pair under the record's `fields` object.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FieldValue<'a> {
+    /// Text, escaped when written as JSON.
+    Str(&'a str),
+    /// Already-valid JSON (a number, object, array, bool, or escaped string).
+    Json(&'a str),
+}
+
+/// One `fields` entry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Field<'a> {
+    pub key: &'a str,
+    pub value: FieldValue<'a>,
+}
+
+/// Inline capacity for extracted fields; more spill to the heap.
+pub const INLINE_FIELDS: usize = 12;
+
+/// Extracted pairs, held inline in the common case.
+#[derive(Clone, Debug, Default)]
+pub struct Fields<'a> {
+    inline: [Option<Field<'a>>; INLINE_FIELDS],
+    len: usize,
+    spill: Vec<Field<'a>>,
+}
+
+impl<'a> Fields<'a> {
+    /// Appends a pair; a repeated key keeps its first value.
+    pub fn push(&mut self, key: &'a str, value: FieldValue<'a>) {
+        if self.iter().any(|f| f.key == key) {
+            return;
+        }
+        let f = Field { key, value };
+        if self.len < INLINE_FIELDS {
+            self.inline[self.len] = Some(f);
+            self.len += 1;
+        } else {
+            self.spill.push(f);
+        }
+    }
+
+    /// All pairs in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = &Field<'a>> {
+        self.inline[..self.len].iter().flatten().chain(self.spill.iter())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Looks a key up.
+    pub fn get(&self, key: &str) -> Option<FieldValue<'a>> {
+        self.iter().find(|f| f.key == key).map(|f| f.value)
+    }
+}
+
+/// The Ray ids a record is tagged with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ids {
+    pub node_id: Option<Id>,
+    pub job_id: Option<Id>,
+    pub worker_id: Option<Id>,
+    pub actor_id: Option<Id>,
+    pub task_id: Option<Id>,
+}
+
+impl Ids {
+    /// Fills each absent id from `other`.
+    pub fn fill_from(&mut self, other: &Ids) {
+        self.node_id = self.node_id.or(other.node_id);
+        self.job_id = self.job_id.or(other.job_id);
+        self.worker_id = self.worker_id.or(other.worker_id);
+        self.actor_id = self.actor_id.or(other.actor_id);
+        self.task_id = self.task_id.or(other.task_id);
+    }
+
+    /// Fills what the id layout implies: a task's actor and job, an actor's job,
+    /// a driver's job.
+    pub fn derive(&mut self) {
+        if let Some(t) = self.task_id {
+            self.actor_id = self.actor_id.or_else(|| t.actor_of_task());
+            self.job_id = self.job_id.or_else(|| t.job_of_actor_or_task());
+        }
+        if let Some(a) = self.actor_id {
+            self.job_id = self.job_id.or_else(|| a.job_of_actor_or_task());
+        }
+        if let Some(w) = self.worker_id {
+            self.job_id = self.job_id.or_else(|| w.job_of_driver_worker());
+        }
+    }
+}
+
+/// One parsed record. See README's "Record schema" for the JSON form.
+#[derive(Clone, Debug)]
+pub struct Record<'a> {
+    pub timestamp: Option<Timestamp>,
+    /// True when the time was inherited from the previous record or the file's mtime.
+    pub timestamp_inferred: bool,
+    pub level: Option<Level>,
+    pub message: &'a str,
+    /// Classification of the file the record came from (component, stream, path).
+    pub file: &'a FileMeta,
+    /// Byte offset of the record's first line in its file.
+    pub offset: u64,
+    /// Number of physical lines the record spans.
+    pub lines: u32,
+    pub ids: Ids,
+    pub pid: Option<u32>,
+    pub task_name: Option<&'a str>,
+    pub actor_name: Option<&'a str>,
+    pub fields: Fields<'a>,
+    /// A line was longer than `max_line_bytes` and was cut.
+    pub truncated: bool,
+}
+
+impl Record<'_> {
+    /// The schema's `component` value.
+    pub fn component(&self) -> &str {
+        &self.file.component
+    }
+}

@@ -1,0 +1,290 @@
+//! Timestamps: parsing Ray's naive local times and printing RFC 3339 UTC.
+//!
+//! Ray writes wall-clock times without a zone (`2026-11-30 09:05:33,150`), so the
+//! reader must say which zone they are in ([`Zone`], `--timezone`, default UTC).
+//! Everything is kept as nanoseconds since the Unix epoch in UTC. The UTC path is
+//! pure integer arithmetic (no allocation, no tz database) because it runs once per
+//! record; other zones go through `jiff` and its system tz database.
+
+use std::fmt;
+
+/// Nanoseconds since 1970-01-01T00:00:00Z.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+/// The zone naive timestamps are read in.
+#[derive(Clone, Debug, Default)]
+pub enum Zone {
+    /// Naive times are UTC (Ray in containers, the common case).
+    #[default]
+    Utc,
+    /// A named IANA zone or fixed offset, resolved with jiff.
+    Tz(jiff::tz::TimeZone),
+}
+
+/// Error for an unknown `--timezone` value.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown time zone {name:?}: use an IANA name such as `Europe/Paris`, `UTC`, or an offset such as `+02:00` ({reason})")]
+pub struct ZoneError {
+    name: String,
+    reason: String,
+}
+
+impl Zone {
+    /// Parses `UTC`, an IANA name, or a fixed offset like `+05:30`.
+    pub fn parse(name: &str) -> Result<Zone, ZoneError> {
+        let err = |reason: String| ZoneError {
+            name: name.to_string(),
+            reason,
+        };
+        if name.eq_ignore_ascii_case("utc") || name == "Z" {
+            return Ok(Zone::Utc);
+        }
+        if name.starts_with(['+', '-']) {
+            let off = parse_offset(name).ok_or_else(|| err("bad offset".into()))?;
+            return Ok(Zone::Tz(jiff::tz::TimeZone::fixed(off)));
+        }
+        jiff::tz::TimeZone::get(name)
+            .map(Zone::Tz)
+            .map_err(|e| err(e.to_string()))
+    }
+
+    /// Converts a naive civil time to UTC nanoseconds.
+    pub fn to_utc(&self, c: Civil) -> Option<Timestamp> {
+        match self {
+            Zone::Utc => Some(c.as_utc()),
+            Zone::Tz(tz) => {
+                let dt = jiff::civil::DateTime::new(
+                    c.year as i16,
+                    c.month as i8,
+                    c.day as i8,
+                    c.hour as i8,
+                    c.minute as i8,
+                    c.second as i8,
+                    c.nanos as i32,
+                )
+                .ok()?;
+                let z = dt.to_zoned(tz.clone()).ok()?;
+                Some(Timestamp(z.timestamp().as_nanosecond() as i64))
+            }
+        }
+    }
+}
+
+fn parse_offset(s: &str) -> Option<jiff::tz::Offset> {
+    let sign = if s.starts_with('-') { -1 } else { 1 };
+    let rest = &s[1..];
+    let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
+    let secs = h.parse::<i32>().ok()? * 3600 + m.parse::<i32>().ok()? * 60;
+    jiff::tz::Offset::from_seconds(sign * secs).ok()
+}
+
+/// A naive calendar time as written in a log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Civil {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+}
+
+impl Civil {
+    fn as_utc(&self) -> Timestamp {
+        let days = days_from_civil(self.year, self.month, self.day);
+        let secs = days * 86_400 + (self.hour * 3600 + self.minute * 60 + self.second) as i64;
+        Timestamp(secs * 1_000_000_000 + self.nanos as i64)
+    }
+}
+
+#[inline]
+fn digits(b: &[u8]) -> Option<u32> {
+    let mut v = 0u32;
+    for &c in b {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + d as u32;
+    }
+    Some(v)
+}
+
+/// Parses `YYYY-MM-DD HH:MM:SS` optionally followed by `,fff` or `.ffffff`
+/// (any 1–9 fraction digits) at the start of `b`. Returns the time and the number
+/// of bytes consumed.
+#[inline]
+pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if b[10] != b' ' && b[10] != b'T' {
+        return None;
+    }
+    let c = Civil {
+        year: digits(&b[0..4])? as i32,
+        month: digits(&b[5..7])?,
+        day: digits(&b[8..10])?,
+        hour: digits(&b[11..13])?,
+        minute: digits(&b[14..16])?,
+        second: digits(&b[17..19])?,
+        nanos: 0,
+    };
+    if !(1..=12).contains(&c.month) || !(1..=31).contains(&c.day) || c.hour > 23 || c.minute > 59 || c.second > 60 {
+        return None;
+    }
+    let mut used = 19;
+    let mut c = c;
+    if b.len() > 20 && (b[19] == b',' || b[19] == b'.') && b[20].is_ascii_digit() {
+        let frac = &b[20..];
+        let n = frac.iter().take(9).take_while(|d| d.is_ascii_digit()).count();
+        let v = digits(&frac[..n])?;
+        c.nanos = v * 10u32.pow(9 - n as u32);
+        used = 20 + n;
+    }
+    Some((c, used))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y } as i64;
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + (m <= 2) as i64, m, d)
+}
+
+impl Timestamp {
+    /// From whole seconds since the epoch.
+    pub fn from_secs(s: i64) -> Timestamp {
+        Timestamp(s.saturating_mul(1_000_000_000))
+    }
+
+    /// Writes RFC 3339 UTC into `out`: milliseconds when the sub-millisecond part
+    /// is zero, else micro- or nanoseconds, so no precision is thrown away.
+    pub fn write_rfc3339(&self, out: &mut Vec<u8>) {
+        let secs = self.0.div_euclid(1_000_000_000);
+        let nanos = self.0.rem_euclid(1_000_000_000) as u32;
+        let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400) as u32;
+        let mut buf = *b"0000-00-00T00:00:00.000000000Z";
+        put(&mut buf[0..4], y.clamp(0, 9999) as u32);
+        put(&mut buf[5..7], mo);
+        put(&mut buf[8..10], d);
+        put(&mut buf[11..13], sod / 3600);
+        put(&mut buf[14..16], sod / 60 % 60);
+        put(&mut buf[17..19], sod % 60);
+        put(&mut buf[20..29], nanos);
+        let frac = if nanos % 1_000_000 == 0 {
+            3
+        } else if nanos % 1000 == 0 {
+            6
+        } else {
+            9
+        };
+        out.extend_from_slice(&buf[..20 + frac]);
+        out.push(b'Z');
+    }
+
+    /// RFC 3339 UTC as a `String` (for display and tests).
+    pub fn to_rfc3339(&self) -> String {
+        let mut v = Vec::with_capacity(32);
+        self.write_rfc3339(&mut v);
+        String::from_utf8(v).unwrap_or_default()
+    }
+
+    /// Parses an RFC 3339 / ISO 8601 time with or without zone (naive read in
+    /// `zone`), e.g. for `--since`.
+    pub fn parse_flexible(s: &str, zone: &Zone) -> Option<Timestamp> {
+        if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+            return Some(Timestamp(ts.as_nanosecond() as i64));
+        }
+        let b = s.as_bytes();
+        if b.len() == 10 {
+            let mut full = s.as_bytes().to_vec();
+            full.extend_from_slice(b" 00:00:00");
+            return parse_civil(&full).and_then(|(c, _)| zone.to_utc(c));
+        }
+        match parse_civil(b) {
+            Some((c, n)) if n == b.len() => zone.to_utc(c),
+            _ => None,
+        }
+    }
+}
+
+fn put(dst: &mut [u8], mut v: u32) {
+    for slot in dst.iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_print() {
+        let (c, n) = parse_civil(b"2026-11-30 09:05:33,150 I").unwrap();
+        assert_eq!(n, 23);
+        let ts = Zone::Utc.to_utc(c).unwrap();
+        assert_eq!(ts.to_rfc3339(), "2026-11-30T09:05:33.150Z");
+        let (c, _) = parse_civil(b"2020-02-29 23:59:59.123456").unwrap();
+        assert_eq!(Zone::Utc.to_utc(c).unwrap().to_rfc3339(), "2020-02-29T23:59:59.123456Z");
+        assert_eq!(Timestamp(1_796_029_536_393_944_816).to_rfc3339(), "2026-11-30T09:05:36.393944816Z");
+        assert_eq!(Timestamp::from_secs(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn zones() {
+        let (c, _) = parse_civil(b"2026-07-01 12:00:00,000").unwrap();
+        let paris = Zone::parse("Europe/Paris").unwrap();
+        assert_eq!(paris.to_utc(c).unwrap().to_rfc3339(), "2026-07-01T10:00:00.000Z");
+        let plus = Zone::parse("+05:30").unwrap();
+        assert_eq!(plus.to_utc(c).unwrap().to_rfc3339(), "2026-07-01T06:30:00.000Z");
+        assert!(Zone::parse("Mars/Olympus").is_err());
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(parse_civil(b"2026-13-30 09:05:33,150").is_none());
+        assert!(parse_civil(b"hello world, this is not a date").is_none());
+        assert!(parse_civil(b"2026-11-30").is_none());
+    }
+
+    #[test]
+    fn flexible() {
+        let z = Zone::Utc;
+        assert_eq!(
+            Timestamp::parse_flexible("2026-11-30T09:05:33Z", &z).unwrap().to_rfc3339(),
+            "2026-11-30T09:05:33.000Z"
+        );
+        assert_eq!(
+            Timestamp::parse_flexible("2026-11-30", &z).unwrap().to_rfc3339(),
+            "2026-11-30T00:00:00.000Z"
+        );
+        assert!(Timestamp::parse_flexible("yesterday", &z).is_none());
+    }
+}
