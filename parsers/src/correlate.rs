@@ -67,7 +67,9 @@ impl Correlator {
     /// `ids` are the ids found in the record's own text, before file context is added.
     #[inline]
     pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids) -> bool {
-        let Some(actor) = ids.actor_id else { return false };
+        let Some(actor) = ids.actor_id else {
+            return false;
+        };
         match file.component.as_str() {
             "core_worker" if message.starts_with("Creating actor") => match file.worker_id {
                 Some(w) => self.link(w, actor),
@@ -81,7 +83,12 @@ impl Correlator {
             }
             // Structured logging inside the actor's worker names both.
             "worker" => match (file.worker_id, ids.worker_id) {
-                (Some(fw), Some(w)) if fw == w && ids.task_id.is_some_and(|t| t.actor_of_task() == Some(actor)) => {
+                (Some(fw), Some(w))
+                    if fw == w
+                        && ids
+                            .task_id
+                            .is_some_and(|t| t.actor_of_task() == Some(actor)) =>
+                {
                     self.link(w, actor)
                 }
                 _ => false,
@@ -140,7 +147,11 @@ fn ids_of_line(line: &str, ids: &mut Ids) {
 /// Finds the node id a raylet log announces (`Setting node ID node_id=X`, older
 /// `Setting node ID to: X`, or `[state-dump] NodeManager:\nNode ID: X`).
 pub fn node_id_from_raylet(bytes: &[u8]) -> Option<Id> {
-    for needle in [&b"Setting node ID"[..], b"NodeManager server started", b"Node ID: "] {
+    for needle in [
+        &b"Setting node ID"[..],
+        b"NodeManager server started",
+        b"Node ID: ",
+    ] {
         for pos in memchr::memmem::find_iter(bytes, needle) {
             let line = line_at(bytes, pos);
             let mut ids = Ids::default();
@@ -149,7 +160,11 @@ pub fn node_id_from_raylet(bytes: &[u8]) -> Option<Id> {
                 return ids.node_id;
             }
             // `Setting node ID to: <hex>`
-            if let Some(id) = line.rsplit(' ').next().and_then(|t| Id::parse_len(t.as_bytes(), WORKER_HEX)) {
+            if let Some(id) = line
+                .rsplit(' ')
+                .next()
+                .and_then(|t| Id::parse_len(t.as_bytes(), WORKER_HEX))
+            {
                 return Some(id);
             }
         }
@@ -167,11 +182,20 @@ mod tests {
 
     #[test]
     fn prescan_core_worker_both_wordings() {
-        for line in [format!("[x] core_worker.cc:3247: Creating actor actor_id={A}"), format!("[x] core_worker.cc:2: Creating actor: {A}")] {
+        for line in [
+            format!("[x] core_worker.cc:3247: Creating actor actor_id={A}"),
+            format!("[x] core_worker.cc:2: Creating actor: {A}"),
+        ] {
             let meta = classify(&format!("python-core-worker-{W}_4610.log"), None);
             let mut c = Correlator::new();
             c.prescan(&meta, format!("noise\n{line}\nmore\n").as_bytes());
-            assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A, "{line}");
+            assert_eq!(
+                c.actor_of(&Id::parse(W.as_bytes()).unwrap())
+                    .unwrap()
+                    .as_str(),
+                A,
+                "{line}"
+            );
         }
     }
 
@@ -180,10 +204,19 @@ mod tests {
         let meta = classify("gcs_server.out", None);
         let mut c = Correlator::new();
         let owner = "01000000ffffffffffffffffffffffffffffffffffffffffffffffff";
-        c.prescan(&meta, format!("[t] (gcs_server) x.cc:1: Owner died worker_id={owner} actor_id={A}\n").as_bytes());
+        c.prescan(
+            &meta,
+            format!("[t] (gcs_server) x.cc:1: Owner died worker_id={owner} actor_id={A}\n")
+                .as_bytes(),
+        );
         assert!(c.is_empty(), "an owner is not the host");
         c.prescan(&meta, format!("[t] (gcs_server) gcs_actor_scheduler.cc:463: Actor creation task succeeded. actor_id={A} worker_id={W} job_id=01000000\n").as_bytes());
-        assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A);
+        assert_eq!(
+            c.actor_of(&Id::parse(W.as_bytes()).unwrap())
+                .unwrap()
+                .as_str(),
+            A
+        );
     }
 
     #[test]

@@ -204,7 +204,8 @@ mod tests {
         let normal = Id::parse(b"16310a0f0a45af5cffffffffffffffffffffffff01000000").unwrap();
         assert!(normal.actor_of_task().is_none());
         assert_eq!(normal.job_of_actor_or_task().unwrap().as_str(), "01000000");
-        let driver = Id::parse(b"01000000ffffffffffffffffffffffffffffffffffffffffffffffff").unwrap();
+        let driver =
+            Id::parse(b"01000000ffffffffffffffffffffffffffffffffffffffffffffffff").unwrap();
         assert_eq!(driver.job_of_driver_worker().unwrap().as_str(), "01000000");
     }
 
@@ -212,7 +213,9 @@ mod tests {
     fn base64_ids() {
         assert_eq!(id_from_base64(b"AQAAAA==").unwrap().as_str(), "01000000");
         assert_eq!(
-            id_from_base64(b"G364jcMdJAL2/CeoAQAAAA==").unwrap().as_str(),
+            id_from_base64(b"G364jcMdJAL2/CeoAQAAAA==")
+                .unwrap()
+                .as_str(),
             "1b7eb88dc31d2402f6fc27a801000000"
         );
         assert!(id_from_base64(b"").is_none());

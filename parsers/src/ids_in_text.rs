@@ -79,7 +79,11 @@ pub fn trailing_pairs<'a>(msg: &'a str, mut f: impl FnMut(&'a str, &'a str)) -> 
         let tok = &msg[tok_start..end];
         let Some(eq) = tok.find('=') else { break };
         let key = &tok[..eq];
-        if key.is_empty() || !key.bytes().all(|c| c.is_ascii_lowercase() || c == b'_' || c.is_ascii_digit()) {
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c == b'_' || c.is_ascii_digit())
+        {
             break;
         }
         f(key, &tok[eq + 1..]);
@@ -115,8 +119,14 @@ fn kind_before(b: &[u8], pos: usize) -> Option<IdKind> {
     while let [rest @ .., b' ' | b'=' | b':' | b'(' | b'\'' | b'"'] = t {
         t = rest;
     }
-    let t = t.strip_suffix(b"_id").or_else(|| t.strip_suffix(b" id")).unwrap_or(t);
-    let word_start = t.iter().rposition(|c| !c.is_ascii_alphabetic()).map_or(0, |p| p + 1);
+    let t = t
+        .strip_suffix(b"_id")
+        .or_else(|| t.strip_suffix(b" id"))
+        .unwrap_or(t);
+    let word_start = t
+        .iter()
+        .rposition(|c| !c.is_ascii_alphabetic())
+        .map_or(0, |p| p + 1);
     Some(match &t[word_start..] {
         b"node" | b"nodeid" => IdKind::Node,
         b"job" | b"jobid" => IdKind::Job,
@@ -165,7 +175,10 @@ mod tests {
     #[test]
     fn prose_ids_by_meaning() {
         let mut ids = Ids::default();
-        scan_prose(&format!("Worker {W} on node {N} exits, type=SYSTEM_ERROR"), &mut ids);
+        scan_prose(
+            &format!("Worker {W} on node {N} exits, type=SYSTEM_ERROR"),
+            &mut ids,
+        );
         assert_eq!(ids.worker_id.unwrap().as_str(), W);
         assert_eq!(ids.node_id.unwrap().as_str(), N);
         let mut ids = Ids::default();
@@ -174,23 +187,41 @@ mod tests {
             &mut ids,
         );
         assert_eq!(ids.node_id, None, "`from` does not say what the id is");
-        assert_eq!(ids.actor_id.unwrap().as_str(), "c849596ab2d001ad77a3612801000000");
+        assert_eq!(
+            ids.actor_id.unwrap().as_str(),
+            "c849596ab2d001ad77a3612801000000"
+        );
         assert_eq!(ids.job_id.unwrap().as_str(), "01000000");
         let mut ids = Ids::default();
-        scan_prose(&format!("Lease ID: 01000000f3 Worker ID: {W} Node ID: {N} Worker PID: 4748"), &mut ids);
+        scan_prose(
+            &format!("Lease ID: 01000000f3 Worker ID: {W} Node ID: {N} Worker PID: 4748"),
+            &mut ids,
+        );
         assert_eq!(ids.worker_id.unwrap().as_str(), W);
         assert_eq!(ids.node_id.unwrap().as_str(), N);
         let mut ids = Ids::default();
         scan_prose("Creating actor: 750d082651ea8a01532ff64101000000", &mut ids);
-        assert_eq!(ids.actor_id.unwrap().as_str(), "750d082651ea8a01532ff64101000000");
+        assert_eq!(
+            ids.actor_id.unwrap().as_str(),
+            "750d082651ea8a01532ff64101000000"
+        );
     }
 
     #[test]
     fn pairs_from_the_right() {
         let mut got = vec![];
-        let at = trailing_pairs("Creating actor x=1 actor_id=750d job_id=01000000", |k, v| got.push((k, v)));
-        assert_eq!(got, vec![("job_id", "01000000"), ("actor_id", "750d"), ("x", "1")]);
+        let at = trailing_pairs(
+            "Creating actor x=1 actor_id=750d job_id=01000000",
+            |k, v| got.push((k, v)),
+        );
+        assert_eq!(
+            got,
+            vec![("job_id", "01000000"), ("actor_id", "750d"), ("x", "1")]
+        );
         assert_eq!(at, "Creating actor ".len());
-        assert_eq!(trailing_pairs("no pairs here", |_, _| panic!()), "no pairs here".len());
+        assert_eq!(
+            trailing_pairs("no pairs here", |_, _| panic!()),
+            "no pairs here".len()
+        );
     }
 }

@@ -234,7 +234,13 @@ mod tests {
 
     #[test]
     fn rejects_broken() {
-        for bad in [r#"{"a": "#, r#"{"a" 1}"#, "not json", r#"{"a": 1} tail"#, r#"{"a": "unterminated}"#] {
+        for bad in [
+            r#"{"a": "#,
+            r#"{"a" 1}"#,
+            "not json",
+            r#"{"a": 1} tail"#,
+            r#"{"a": "unterminated}"#,
+        ] {
             assert_eq!(members(bad, |_, _| {}), Err(NotJson), "{bad}");
         }
     }

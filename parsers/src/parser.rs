@@ -154,7 +154,13 @@ impl FileParser {
     }
 
     /// Feeds the next chunk of the file; emits every record completed by it.
-    pub fn push(&mut self, data: &[u8], corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+    pub fn push(
+        &mut self,
+        data: &[u8],
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) {
         self.stats.bytes += data.len() as u64;
         let mut pos = 0;
         while pos < data.len() {
@@ -166,7 +172,11 @@ impl FileParser {
             let line_offset = self.offset + pos as u64;
             if self.partial.is_empty() && !self.partial_truncated {
                 let cut = line.len() > opts.max_line_bytes;
-                let line = if cut { &line[..opts.max_line_bytes] } else { line };
+                let line = if cut {
+                    &line[..opts.max_line_bytes]
+                } else {
+                    line
+                };
                 self.on_line(line, line_offset, cut, corr, opts, out);
             } else {
                 self.hold_partial(line, 0, opts);
@@ -192,12 +202,18 @@ impl FileParser {
         if bytes.len() > room {
             self.partial_truncated = true;
         }
-        self.partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.partial
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 
     /// The file is complete: emits the last line even without its newline, and the
     /// record held open.
-    pub fn finish(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+    pub fn finish(
+        &mut self,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) {
         if !self.partial.is_empty() || self.partial_truncated {
             let held = std::mem::take(&mut self.partial);
             let (off, cut) = (self.partial_offset, self.partial_truncated);
@@ -209,11 +225,24 @@ impl FileParser {
 
     /// Emits the record held open (no more lines are expected soon); a partial line
     /// stays held.
-    pub fn flush(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+    pub fn flush(
+        &mut self,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) {
         self.emit_pending(corr, opts, out);
     }
 
-    fn on_line(&mut self, line: &[u8], offset: u64, cut: bool, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+    fn on_line(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        cut: bool,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         self.stats.lines += 1;
         self.stats.truncated_lines += cut as u64;
@@ -264,7 +293,12 @@ impl FileParser {
     }
 
     /// Parses the pending record and hands it to `out`.
-    fn emit_pending(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+    fn emit_pending(
+        &mut self,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) {
         if !self.pending.open {
             return;
         }
@@ -294,7 +328,13 @@ impl FileParser {
             kind: meta.kind,
         };
         let mut d = Draft::default();
-        formats::parse(LineFormat::detect(meta.kind, text.as_bytes()), text, scratch, &cx, &mut d);
+        formats::parse(
+            LineFormat::detect(meta.kind, text.as_bytes()),
+            text,
+            scratch,
+            &cx,
+            &mut d,
+        );
         corr.learn(meta, d.message, &d.ids);
         let ids = tag_ids(meta, *node_id, ctx, corr, d.ids);
         let (timestamp, inferred) = match d.timestamp {
@@ -329,7 +369,13 @@ impl FileParser {
 /// In files a worker owns (its stdout/stderr and core-worker log) the worker id and
 /// the hosted actor come from the file, not from the text, which may name peers;
 /// elsewhere the text wins and the file only fills gaps.
-fn tag_ids(meta: &FileMeta, node: Option<Id>, ctx: &FileContext, corr: &Correlator, text_ids: Ids) -> Ids {
+fn tag_ids(
+    meta: &FileMeta,
+    node: Option<Id>,
+    ctx: &FileContext,
+    corr: &Correlator,
+    text_ids: Ids,
+) -> Ids {
     let mut ids = text_ids;
     if let Some(w) = meta.worker_id {
         ids.worker_id = Some(w);

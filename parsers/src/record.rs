@@ -128,7 +128,10 @@ impl<'a> Fields<'a> {
 
     /// All pairs in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = &Field<'a>> {
-        self.inline[..self.len].iter().flatten().chain(self.spill.iter())
+        self.inline[..self.len]
+            .iter()
+            .flatten()
+            .chain(self.spill.iter())
     }
 
     pub fn is_empty(&self) -> bool {

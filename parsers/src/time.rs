@@ -132,14 +132,23 @@ pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
         second: digits(&b[17..19])?,
         nanos: 0,
     };
-    if !(1..=12).contains(&c.month) || !(1..=31).contains(&c.day) || c.hour > 23 || c.minute > 59 || c.second > 60 {
+    if !(1..=12).contains(&c.month)
+        || !(1..=31).contains(&c.day)
+        || c.hour > 23
+        || c.minute > 59
+        || c.second > 60
+    {
         return None;
     }
     let mut used = 19;
     let mut c = c;
     if b.len() > 20 && (b[19] == b',' || b[19] == b'.') && b[20].is_ascii_digit() {
         let frac = &b[20..];
-        let n = frac.iter().take(9).take_while(|d| d.is_ascii_digit()).count();
+        let n = frac
+            .iter()
+            .take(9)
+            .take_while(|d| d.is_ascii_digit())
+            .count();
         let v = digits(&frac[..n])?;
         c.nanos = v * 10u32.pow(9 - n as u32);
         used = 20 + n;
@@ -252,18 +261,33 @@ mod tests {
         let ts = Zone::Utc.to_utc(c).unwrap();
         assert_eq!(ts.to_rfc3339(), "2026-11-30T09:05:33.150Z");
         let (c, _) = parse_civil(b"2020-02-29 23:59:59.123456").unwrap();
-        assert_eq!(Zone::Utc.to_utc(c).unwrap().to_rfc3339(), "2020-02-29T23:59:59.123456Z");
-        assert_eq!(Timestamp(1_796_029_536_393_944_816).to_rfc3339(), "2026-11-30T09:05:36.393944816Z");
-        assert_eq!(Timestamp::from_secs(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Zone::Utc.to_utc(c).unwrap().to_rfc3339(),
+            "2020-02-29T23:59:59.123456Z"
+        );
+        assert_eq!(
+            Timestamp(1_796_029_536_393_944_816).to_rfc3339(),
+            "2026-11-30T09:05:36.393944816Z"
+        );
+        assert_eq!(
+            Timestamp::from_secs(0).to_rfc3339(),
+            "1970-01-01T00:00:00.000Z"
+        );
     }
 
     #[test]
     fn zones() {
         let (c, _) = parse_civil(b"2026-07-01 12:00:00,000").unwrap();
         let paris = Zone::parse("Europe/Paris").unwrap();
-        assert_eq!(paris.to_utc(c).unwrap().to_rfc3339(), "2026-07-01T10:00:00.000Z");
+        assert_eq!(
+            paris.to_utc(c).unwrap().to_rfc3339(),
+            "2026-07-01T10:00:00.000Z"
+        );
         let plus = Zone::parse("+05:30").unwrap();
-        assert_eq!(plus.to_utc(c).unwrap().to_rfc3339(), "2026-07-01T06:30:00.000Z");
+        assert_eq!(
+            plus.to_utc(c).unwrap().to_rfc3339(),
+            "2026-07-01T06:30:00.000Z"
+        );
         assert!(Zone::parse("Mars/Olympus").is_err());
     }
 
@@ -278,11 +302,15 @@ mod tests {
     fn flexible() {
         let z = Zone::Utc;
         assert_eq!(
-            Timestamp::parse_flexible("2026-11-30T09:05:33Z", &z).unwrap().to_rfc3339(),
+            Timestamp::parse_flexible("2026-11-30T09:05:33Z", &z)
+                .unwrap()
+                .to_rfc3339(),
             "2026-11-30T09:05:33.000Z"
         );
         assert_eq!(
-            Timestamp::parse_flexible("2026-11-30", &z).unwrap().to_rfc3339(),
+            Timestamp::parse_flexible("2026-11-30", &z)
+                .unwrap()
+                .to_rfc3339(),
             "2026-11-30T00:00:00.000Z"
         );
         assert!(Timestamp::parse_flexible("yesterday", &z).is_none());

@@ -13,7 +13,12 @@ use crate::record::{FieldValue, Level};
 use crate::time::{parse_civil, Timestamp};
 
 /// Parses one event. Returns false when `text` is not a JSON object.
-pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
+pub fn parse<'a>(
+    text: &'a str,
+    scratch: &'a mut String,
+    cx: &ParseCtx<'_>,
+    d: &mut Draft<'a>,
+) -> bool {
     let mut message: Option<Value<'a>> = None;
     let mut custom: Option<&'a str> = None;
     let parsed = members(text, |k, v| match k {
@@ -60,7 +65,10 @@ mod tests {
     use crate::time::Zone;
 
     fn run<'a>(line: &'a str, scratch: &'a mut String) -> Draft<'a> {
-        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Event };
+        let cx = ParseCtx {
+            zone: &Zone::Utc,
+            kind: FileKind::Event,
+        };
         let mut d = Draft::default();
         assert!(parse(line, scratch, &cx, &mut d));
         d
@@ -74,9 +82,18 @@ mod tests {
         assert_eq!(d.level, Some(Level::Error));
         assert_eq!(d.pid, Some(4214));
         assert_eq!(d.ids.job_id.unwrap().as_str(), "01000000");
-        assert_eq!(d.ids.worker_id.unwrap().as_str(), "78d4630a58840d032a9dd87f4bf08d0f07a48465f2b862515c3b4935");
-        assert_eq!(d.fields.get("label"), Some(FieldValue::Str("RAY_WORKER_FAILURE")));
-        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:37.000Z");
+        assert_eq!(
+            d.ids.worker_id.unwrap().as_str(),
+            "78d4630a58840d032a9dd87f4bf08d0f07a48465f2b862515c3b4935"
+        );
+        assert_eq!(
+            d.fields.get("label"),
+            Some(FieldValue::Str("RAY_WORKER_FAILURE"))
+        );
+        assert_eq!(
+            d.timestamp.unwrap().to_rfc3339(),
+            "2026-11-30T09:05:37.000Z"
+        );
         assert_eq!(d.message, "A worker died. Worker PID: 4748");
     }
 
@@ -87,7 +104,10 @@ mod tests {
         let d = run(line, &mut s);
         assert_eq!(d.ids.job_id.unwrap().as_str(), "02000000");
         assert_eq!(d.ids.task_id, None);
-        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2023-05-01T10:00:00.123456Z");
+        assert_eq!(
+            d.timestamp.unwrap().to_rfc3339(),
+            "2023-05-01T10:00:00.123456Z"
+        );
         assert_eq!(d.level, Some(Level::Warning));
     }
 }

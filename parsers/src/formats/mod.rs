@@ -42,7 +42,9 @@ impl<'a> Draft<'a> {
                 kind.store(&mut self.ids, Id::parse(value.as_bytes()));
                 return;
             }
-            if Id::parse(value.as_bytes()).is_none() && value.bytes().all(|c| c == b'f' || c == b'F') {
+            if Id::parse(value.as_bytes()).is_none()
+                && value.bytes().all(|c| c == b'f' || c == b'F')
+            {
                 return; // a nil id is absent, not a field
             }
         }
@@ -133,7 +135,13 @@ pub struct ParseCtx<'s> {
 /// Parses `text` (one record) in format `fmt` into `d`; falls back to plain text when
 /// the specific parser does not recognise it. `scratch` receives decoded text when the
 /// message has to be unescaped (JSON), and `d.message` may then point into it.
-pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) {
+pub fn parse<'a>(
+    fmt: LineFormat,
+    text: &'a str,
+    scratch: &'a mut String,
+    cx: &ParseCtx<'_>,
+    d: &mut Draft<'a>,
+) {
     let ok = match fmt {
         LineFormat::Cpp => cpp::parse(text, cx, d),
         LineFormat::Python => python::parse(text, cx, d),

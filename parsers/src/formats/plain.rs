@@ -51,7 +51,10 @@ mod tests {
     use crate::time::Zone;
 
     fn run(text: &str) -> Draft<'_> {
-        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::JobDriver };
+        let cx = ParseCtx {
+            zone: &Zone::Utc,
+            kind: FileKind::JobDriver,
+        };
         let mut d = Draft::default();
         parse(text, &cx, &mut d);
         d
@@ -67,7 +70,10 @@ mod tests {
 
     #[test]
     fn python_default_format_level() {
-        assert_eq!(run("ERROR:etl:partition 2 failed").level, Some(Level::Error));
+        assert_eq!(
+            run("ERROR:etl:partition 2 failed").level,
+            Some(Level::Error)
+        );
         assert_eq!(run("Note: nothing").level, None);
         assert_eq!(run("square task got 0").message, "square task got 0");
     }

@@ -39,7 +39,10 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     while matches!(b.get(i), Some(b'\t' | b' ')) {
         i += 1;
     }
-    let lvl_end = b[i..].iter().position(|c| !c.is_ascii_alphabetic()).map_or(b.len(), |p| p + i);
+    let lvl_end = b[i..]
+        .iter()
+        .position(|c| !c.is_ascii_alphabetic())
+        .map_or(b.len(), |p| p + i);
     let Some(level) = Level::from_name(&b[i..lvl_end]) else {
         return false;
     };
@@ -104,7 +107,10 @@ mod tests {
     use crate::time::Zone;
 
     fn run(text: &str) -> Draft<'_> {
-        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Worker };
+        let cx = ParseCtx {
+            zone: &Zone::Utc,
+            kind: FileKind::Worker,
+        };
         let mut d = Draft::default();
         assert!(parse(text, &cx, &mut d), "{text}");
         d
@@ -112,11 +118,19 @@ mod tests {
 
     #[test]
     fn component_line() {
-        let d = run("2026-11-30 09:05:34,791\tINFO agent.py:177 -- Dashboard agent grpc address: 0.0.0.0:1");
+        let d = run(
+            "2026-11-30 09:05:34,791\tINFO agent.py:177 -- Dashboard agent grpc address: 0.0.0.0:1",
+        );
         assert_eq!(d.level, Some(Level::Info));
         assert_eq!(d.message, "Dashboard agent grpc address: 0.0.0.0:1");
-        assert_eq!(d.fields.get("source"), Some(FieldValue::Str("agent.py:177")));
-        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:34.791Z");
+        assert_eq!(
+            d.fields.get("source"),
+            Some(FieldValue::Str("agent.py:177"))
+        );
+        assert_eq!(
+            d.timestamp.unwrap().to_rfc3339(),
+            "2026-11-30T09:05:34.791Z"
+        );
     }
 
     #[test]
@@ -126,8 +140,14 @@ mod tests {
         assert_eq!(d.fields.get("lr"), Some(FieldValue::Str("3")));
         assert_eq!(d.task_name, Some("Counter.incr"));
         assert_eq!(d.actor_name, Some("beta"));
-        assert_eq!(d.ids.actor_id.unwrap().as_str(), "750d082651ea8a01532ff64101000000");
-        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:37.936183997Z");
+        assert_eq!(
+            d.ids.actor_id.unwrap().as_str(),
+            "750d082651ea8a01532ff64101000000"
+        );
+        assert_eq!(
+            d.timestamp.unwrap().to_rfc3339(),
+            "2026-11-30T09:05:37.936183997Z"
+        );
     }
 
     #[test]
@@ -136,13 +156,19 @@ mod tests {
         assert_eq!(d.message, "squaring 1");
         assert_eq!(d.fields.get("item"), Some(FieldValue::Str("1")));
         let d = run("2026-11-30 10:20:35,732\tINFO x.py:1 -- user says a=1 b=2");
-        assert_eq!(d.message, "user says a=1 b=2", "no Ray key: the pairs are the user's text");
+        assert_eq!(
+            d.message, "user says a=1 b=2",
+            "no Ray key: the pairs are the user's text"
+        );
     }
 
     #[test]
     fn pairs_after_traceback() {
         let d = run("2026-11-30 09:05:37,936\tERROR w.py:9 -- failed\nTraceback (most recent call last):\n  File \"w.py\", line 9, in f\nValueError: bad job_id=01000000 task_id=16310a0f0a45af5cffffffffffffffffffffffff01000000");
         assert_eq!(d.message, "failed\nTraceback (most recent call last):\n  File \"w.py\", line 9, in f\nValueError: bad");
-        assert_eq!(d.ids.task_id.unwrap().as_str(), "16310a0f0a45af5cffffffffffffffffffffffff01000000");
+        assert_eq!(
+            d.ids.task_id.unwrap().as_str(),
+            "16310a0f0a45af5cffffffffffffffffffffffff01000000"
+        );
     }
 }

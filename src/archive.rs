@@ -1,0 +1,115 @@
+//! Tar archives (`.tar`, `.tar.gz`, `.tgz`) of Ray temp dirs or logs dirs.
+//!
+//! A tarball can only be read front to back, so it is read twice, like a directory:
+//! once for correlation and node ids ([`prescan`]), once to parse ([`parse`]).
+//! Entries are grouped into logs dirs by their path inside the archive
+//! ([`crate::discover::split_archive_path`]). A truncated or corrupt archive keeps
+//! every record read before the damage and is reported with its path.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::PathBuf;
+
+use raylog_parsers::{classify, Correlator, FileParser, Id, Record, Timestamp};
+
+use crate::discover::{split_archive_path, Archive};
+use crate::scan::{
+    for_each_line_chunk, prescan_bytes, read_error, wanted_by_prescan, ScanConfig, ScanReport,
+};
+
+/// (archive, logs-dir prefix inside it) → node id.
+pub type ArchiveNodes = HashMap<(PathBuf, String), Id>;
+
+fn open(a: &Archive) -> io::Result<tar::Archive<Box<dyn Read>>> {
+    let f = BufReader::new(File::open(&a.path)?);
+    let r: Box<dyn Read> = if a.gzip {
+        Box::new(flate2::read::MultiGzDecoder::new(f))
+    } else {
+        Box::new(f)
+    };
+    Ok(tar::Archive::new(r))
+}
+
+/// Pass one over an archive: correlation and node ids.
+pub fn prescan(a: &Archive, corr: &mut Correlator, nodes: &mut ArchiveNodes) -> io::Result<()> {
+    let mut ar = open(a)?;
+    for entry in ar.entries()? {
+        let entry = entry?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let (prefix, rel, session) = split_archive_path(&path);
+        let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
+        if !wanted_by_prescan(&meta) {
+            continue;
+        }
+        let mut node = nodes.get(&(a.path.clone(), prefix.clone())).copied();
+        for_each_line_chunk(decompressed(entry, &rel), |c| {
+            prescan_bytes(&meta, c, corr, &mut node)
+        })?;
+        if let Some(n) = node {
+            nodes.insert((a.path.clone(), prefix), n);
+        }
+    }
+    Ok(())
+}
+
+fn decompressed<'a>(entry: impl Read + 'a, rel: &str) -> Box<dyn Read + 'a> {
+    if rel.ends_with(".gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(entry))
+    } else {
+        Box::new(entry)
+    }
+}
+
+/// Pass two: parses every file entry.
+pub fn parse(
+    a: &Archive,
+    cfg: &ScanConfig,
+    corr: &mut Correlator,
+    nodes: &ArchiveNodes,
+    report: &mut ScanReport,
+    progress: &mut dyn FnMut(u64),
+    on_record: &mut dyn FnMut(&Record<'_>),
+) -> io::Result<()> {
+    let mut ar = open(a)?;
+    for entry in ar.entries()? {
+        let entry = entry?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let mtime = cfg.fixed_mtime.or_else(|| {
+            entry
+                .header()
+                .mtime()
+                .ok()
+                .map(|s| Timestamp::from_secs(s as i64))
+        });
+        let (prefix, rel, session) = split_archive_path(&path);
+        let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
+        let node = nodes.get(&(a.path.clone(), prefix)).copied();
+        let label = format!("{}:{}", a.path.display(), path);
+        let mut parser = FileParser::new(meta, node, mtime);
+        let result = for_each_line_chunk(decompressed(entry, &rel), |c| {
+            progress(c.len() as u64);
+            parser.push(c, corr, &cfg.opts, on_record);
+        });
+        parser.finish(corr, &cfg.opts, on_record);
+        report_file(report, &label, &parser);
+        if let Err(e) = result {
+            // The tar stream itself is damaged: nothing after this entry can be read.
+            report
+                .failures
+                .push((label, read_error(&e, parser.offset())));
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn report_file(report: &mut ScanReport, label: &str, parser: &FileParser) {
+    report.add(label, parser.stats());
+}

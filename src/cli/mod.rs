@@ -1,0 +1,155 @@
+//! Command line: `raylog parse`, and the arguments its siblings share.
+//!
+//! Each subcommand lives in its own module; this one holds the clap definitions and
+//! the translation of flags into typed values (filters, options), so every error
+//! message names the flag that caused it.
+
+pub mod parse;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use raylog_parsers::{Options, Zone};
+
+use crate::filter::{parse_grep, parse_level, parse_time, Filter, IdFilter};
+
+/// Turn Ray's log files into structured records tagged with Ray ids.
+#[derive(Parser, Debug)]
+#[command(name = "raylog", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    Parse(parse::ParseArgs),
+}
+
+/// Output formats of `parse`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One JSON object per line (the record schema in README.md).
+    Ndjson,
+    /// Aligned text for people; coloured when stdout is a terminal.
+    Pretty,
+}
+
+/// Inputs and parsing options shared by `parse` and `trace`.
+#[derive(Args, Debug)]
+pub struct InputArgs {
+    /// Ray temp roots (/tmp/ray), session dirs, logs dirs, files, .gz files,
+    /// .tar/.tar.gz/.tgz archives, or `-` for stdin.
+    #[arg(value_name = "PATH", default_value = "/tmp/ray")]
+    pub paths: Vec<PathBuf>,
+
+    /// Zone that Ray's naive timestamps were written in (IANA name or +HH:MM).
+    #[arg(long, value_name = "TZ", default_value = "UTC")]
+    pub timezone: String,
+
+    /// Lines longer than this are cut and their record flagged "truncated": true.
+    #[arg(long, value_name = "BYTES", default_value_t = raylog_parsers::parser::DEFAULT_MAX_LINE_BYTES,
+          value_parser = clap::value_parser!(usize))]
+    pub max_line_bytes: usize,
+
+    /// Parse stdin as if it were a file with this name, e.g. `raylet.out` or
+    /// `worker-<id>-01000000-42.err`, so the right format applies.
+    #[arg(long, value_name = "NAME")]
+    pub stdin_name: Option<String>,
+}
+
+impl InputArgs {
+    /// Validates into parser options.
+    pub fn options(&self) -> Result<Options> {
+        let zone = Zone::parse(&self.timezone).map_err(|e| anyhow::anyhow!("--timezone: {e}"))?;
+        anyhow::ensure!(
+            self.max_line_bytes >= 16,
+            "--max-line-bytes {}: must be at least 16 bytes",
+            self.max_line_bytes
+        );
+        Ok(Options {
+            zone,
+            max_line_bytes: self.max_line_bytes,
+        })
+    }
+}
+
+/// Record filters (all must match).
+#[derive(Args, Debug, Default)]
+pub struct FilterArgs {
+    /// Only records about this actor (full id or a prefix of 4+ hex characters).
+    #[arg(long, value_name = "ID")]
+    pub actor_id: Option<String>,
+    /// Only records of this task (full id or prefix).
+    #[arg(long, value_name = "ID")]
+    pub task_id: Option<String>,
+    /// Only records of this job (e.g. 01000000).
+    #[arg(long, value_name = "ID")]
+    pub job_id: Option<String>,
+    /// Only records of this worker (full id or prefix).
+    #[arg(long, value_name = "ID")]
+    pub worker_id: Option<String>,
+    /// Only records of this node (full id or prefix).
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<String>,
+    /// Only these components (repeat or comma-separate: raylet,gcs_server,worker...).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub component: Vec<String>,
+    /// Minimum level: TRACE, DEBUG, INFO, WARNING, ERROR, FATAL. Records without a
+    /// level (plain prints) are left out.
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<String>,
+    /// Only records at or after this time (RFC 3339, `YYYY-MM-DD HH:MM:SS`, or a date).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only records at or before this time.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only records whose message matches this regular expression.
+    #[arg(long, value_name = "REGEX")]
+    pub grep: Option<String>,
+}
+
+impl FilterArgs {
+    /// Validates every flag into a [`Filter`].
+    pub fn build(&self, zone: &Zone) -> Result<Filter> {
+        let id = |flag, v: &Option<String>, max| {
+            v.as_deref()
+                .map(|v| IdFilter::parse(flag, v, max))
+                .transpose()
+        };
+        Ok(Filter {
+            actor: id("--actor-id", &self.actor_id, 32)?,
+            task: id("--task-id", &self.task_id, 48)?,
+            job: id("--job-id", &self.job_id, 8)?,
+            worker: id("--worker-id", &self.worker_id, 56)?,
+            node: id("--node-id", &self.node_id, 56)?,
+            components: self
+                .component
+                .iter()
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect(),
+            min_level: self.level.as_deref().map(parse_level).transpose()?,
+            since: self
+                .since
+                .as_deref()
+                .map(|v| parse_time("--since", v, zone))
+                .transpose()?,
+            until: self
+                .until
+                .as_deref()
+                .map(|v| parse_time("--until", v, zone))
+                .transpose()?,
+            grep: self.grep.as_deref().map(parse_grep).transpose()?,
+        })
+    }
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Parse(a) => parse::run(a),
+    }
+}

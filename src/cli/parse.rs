@@ -1,0 +1,153 @@
+//! `raylog parse`: archived Ray logs in, filtered records out (NDJSON or pretty).
+//!
+//! Exit codes: 0 when records were written, 1 when filters matched nothing, 2 when
+//! any input could not be read (the rest is still processed, and each failure is
+//! named with its path on stderr).
+
+use std::io::{self, IsTerminal, Write};
+
+use anyhow::Result;
+use clap::Args;
+use raylog_parsers::ndjson::write_record;
+use raylog_parsers::Record;
+
+use super::{FilterArgs, Format, InputArgs};
+use crate::discover::discover;
+use crate::scan::{scan, ScanConfig, ScanReport};
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Parse Ray logs into records tagged with node, job, worker, actor and task ids",
+    long_about = "Parse Ray logs into records tagged with node, job, worker, actor and task ids.\n\n\
+Reads Ray temp roots, session dirs, logs dirs, single files, .gz files and \
+.tar/.tar.gz/.tgz archives (default: /tmp/ray). Every record is one JSON object \
+per line (see README.md, \"Record schema\"), or aligned text with --format pretty.",
+    after_help = "Examples:\n  \
+raylog parse /tmp/ray --actor-id 750d0826 --format pretty\n  \
+raylog parse node1.tar.gz node2.tar.gz --job-id 01000000 --level WARNING\n  \
+raylog parse session_latest/logs --component raylet,gcs_server --grep 'exit_type=SYSTEM_ERROR'\n  \
+cat raylet.out | raylog parse - --stdin-name raylet.out\n\n\
+Exit status: 0 records written, 1 filters matched nothing, 2 an input could not be read."
+)]
+pub struct ParseArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Ndjson)]
+    pub format: Format,
+    /// Do not print warnings and the summary on stderr (failures are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Writes records to stdout in big chunks; stops quietly when the reader goes away.
+struct Output {
+    buf: Vec<u8>,
+    text: String,
+    out: io::StdoutLock<'static>,
+    format: Format,
+    colour: bool,
+    closed: bool,
+    written: u64,
+}
+
+impl Output {
+    fn write(&mut self, r: &Record<'_>) {
+        if self.closed {
+            return;
+        }
+        self.written += 1;
+        match self.format {
+            Format::Ndjson => write_record(&mut self.buf, r),
+            Format::Pretty => {
+                self.text.clear();
+                crate::pretty::write_pretty(&mut self.text, r, self.colour);
+                self.buf.extend_from_slice(self.text.as_bytes());
+            }
+        }
+        if self.buf.len() >= 1 << 20 {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.closed && (self.out.write_all(&self.buf).is_err() || self.out.flush().is_err()) {
+            // Broken pipe (`| head`): stop writing, finish quietly.
+            self.closed = true;
+        }
+        self.buf.clear();
+    }
+}
+
+/// Runs `raylog parse`.
+pub fn run(a: ParseArgs) -> Result<u8> {
+    let opts = a.input.options()?;
+    let filter = a.filter.build(&opts.zone)?;
+    let disc = discover(&a.input.paths);
+    let cfg = ScanConfig {
+        opts,
+        stdin_name: a.input.stdin_name.clone(),
+        fixed_mtime: None,
+    };
+    let stdout = io::stdout();
+    let mut out = Output {
+        buf: Vec::with_capacity(1 << 20),
+        text: String::new(),
+        colour: stdout.is_terminal(),
+        out: stdout.lock(),
+        format: a.format,
+        closed: false,
+        written: 0,
+    };
+    let bar = crate::progress::bar(disc.total_bytes());
+    let mut progress = |n: u64| {
+        if let Some(b) = &bar {
+            b.inc(n)
+        }
+    };
+    let report = scan(&disc, &cfg, &mut progress, &mut |r| {
+        if filter.matches(r) {
+            out.write(r)
+        }
+    });
+    out.flush();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    print_report(&report, a.quiet, out.written);
+    Ok(exit_code(&report, out.written, filter.is_empty()))
+}
+
+fn print_report(report: &ScanReport, quiet: bool, written: u64) {
+    let mut err = io::stderr().lock();
+    for (path, why) in &report.failures {
+        let _ = writeln!(err, "raylog: error: {path}: {why}");
+    }
+    if quiet {
+        return;
+    }
+    for w in &report.warnings {
+        let _ = writeln!(err, "raylog: warning: {w}");
+    }
+    if io::stderr().is_terminal() {
+        let t = &report.totals;
+        let _ = writeln!(
+            err,
+            "raylog: {} files, {} lines, {} records parsed, {} written",
+            report.files, t.lines, t.records, written
+        );
+    }
+}
+
+/// 2 beats 1 beats 0: an unreadable input matters more than an empty result.
+pub fn exit_code(report: &ScanReport, written: u64, unfiltered: bool) -> u8 {
+    if !report.failures.is_empty() {
+        2
+    } else if written == 0 && !unfiltered {
+        1
+    } else {
+        0
+    }
+}
