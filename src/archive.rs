@@ -14,20 +14,14 @@ use std::path::PathBuf;
 use raylog_parsers::{classify, Correlator, FileParser, Id, Record, Timestamp};
 
 use crate::discover::{split_archive_path, Archive};
-use crate::scan::{
-    for_each_line_chunk, prescan_bytes, read_error, wanted_by_prescan, ScanConfig, ScanReport,
-};
+use crate::scan::{for_each_line_chunk, prescan_bytes, read_error, wanted_by_prescan, ScanConfig, ScanReport};
 
 /// (archive, logs-dir prefix inside it) → node id.
 pub type ArchiveNodes = HashMap<(PathBuf, String), Id>;
 
 fn open(a: &Archive) -> io::Result<tar::Archive<Box<dyn Read>>> {
     let f = BufReader::new(File::open(&a.path)?);
-    let r: Box<dyn Read> = if a.gzip {
-        Box::new(flate2::read::MultiGzDecoder::new(f))
-    } else {
-        Box::new(f)
-    };
+    let r: Box<dyn Read> = if a.gzip { Box::new(flate2::read::MultiGzDecoder::new(f)) } else { Box::new(f) };
     Ok(tar::Archive::new(r))
 }
 
@@ -46,9 +40,7 @@ pub fn prescan(a: &Archive, corr: &mut Correlator, nodes: &mut ArchiveNodes) -> 
             continue;
         }
         let mut node = nodes.get(&(a.path.clone(), prefix.clone())).copied();
-        for_each_line_chunk(decompressed(entry, &rel), |c| {
-            prescan_bytes(&meta, c, corr, &mut node)
-        })?;
+        for_each_line_chunk(decompressed(entry, &rel), |c| prescan_bytes(&meta, c, corr, &mut node))?;
         if let Some(n) = node {
             nodes.insert((a.path.clone(), prefix), n);
         }
@@ -81,13 +73,7 @@ pub fn parse(
             continue;
         }
         let path = entry.path()?.to_string_lossy().into_owned();
-        let mtime = cfg.fixed_mtime.or_else(|| {
-            entry
-                .header()
-                .mtime()
-                .ok()
-                .map(|s| Timestamp::from_secs(s as i64))
-        });
+        let mtime = cfg.fixed_mtime.or_else(|| entry.header().mtime().ok().map(|s| Timestamp::from_secs(s as i64)));
         let (prefix, rel, session) = split_archive_path(&path);
         let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
         let node = nodes.get(&(a.path.clone(), prefix)).copied();
@@ -101,9 +87,7 @@ pub fn parse(
         report_file(report, &label, &parser);
         if let Err(e) = result {
             // The tar stream itself is damaged: nothing after this entry can be read.
-            report
-                .failures
-                .push((label, read_error(&e, parser.offset())));
+            report.failures.push((label, read_error(&e, parser.offset())));
             return Ok(());
         }
     }

@@ -61,8 +61,7 @@ pub struct Discovered {
 impl Discovered {
     /// Total bytes of plain files and archives, for the progress bar.
     pub fn total_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum::<u64>()
-            + self.archives.iter().map(|a| a.size).sum::<u64>()
+        self.files.iter().map(|f| f.size).sum::<u64>() + self.archives.iter().map(|a| a.size).sum::<u64>()
     }
 
     fn dir_index(&mut self, label: String, session: Option<String>) -> usize {
@@ -74,8 +73,7 @@ impl Discovered {
     }
 
     fn fail(&mut self, path: &Path, why: impl std::fmt::Display) {
-        self.failures
-            .push((path.display().to_string(), why.to_string()));
+        self.failures.push((path.display().to_string(), why.to_string()));
     }
 }
 
@@ -97,12 +95,7 @@ pub fn discover(paths: &[PathBuf]) -> Discovered {
     for p in paths {
         if p.as_os_str() == "-" {
             let i = d.dir_index("-".into(), None);
-            d.files.push(LogFile {
-                source: Source::Stdin,
-                rel: String::new(),
-                dir: i,
-                size: 0,
-            });
+            d.files.push(LogFile { source: Source::Stdin, rel: String::new(), dir: i, size: 0 });
             continue;
         }
         let canon = match p.canonicalize() {
@@ -128,11 +121,7 @@ fn add_single_file(canon: &Path, shown: &Path, d: &mut Discovered) {
     let name = canon.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let size = std::fs::metadata(canon).map(|m| m.len()).unwrap_or(0);
     if let Some(gzip) = archive_kind(name) {
-        d.archives.push(Archive {
-            path: canon.to_path_buf(),
-            gzip,
-            size,
-        });
+        d.archives.push(Archive { path: canon.to_path_buf(), gzip, size });
         return;
     }
     // A single file: its logs dir is its folder, or the folder above `events/` etc.
@@ -153,12 +142,7 @@ fn push_file(d: &mut Discovered, path: PathBuf, rel: String, dir: usize, size: u
         Some(stripped) => (Source::Gzip(path), stripped.to_string()),
         None => (Source::File(path), rel),
     };
-    d.files.push(LogFile {
-        source,
-        rel,
-        dir,
-        size,
-    });
+    d.files.push(LogFile { source, rel, dir, size });
 }
 
 /// Finds `session_*` dirs with a `logs/` inside, up to a few levels down.
@@ -174,11 +158,8 @@ fn find_sessions(root: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(root) else {
         return;
     };
-    let mut subdirs: Vec<PathBuf> = rd
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect();
+    let mut subdirs: Vec<PathBuf> =
+        rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect();
     subdirs.sort();
     for s in subdirs {
         find_sessions(&s, depth - 1, out);
@@ -198,9 +179,7 @@ fn discover_dir(canon: &Path, shown: &Path, d: &mut Discovered) {
         // A flat folder of logs.
         let i = d.dir_index(canon.display().to_string(), session_of_path(canon));
         walk(canon, canon, i, d);
-        if d.files.iter().all(|f| f.dir != i)
-            && !d.archives.iter().any(|a| a.path.starts_with(canon))
-        {
+        if d.files.iter().all(|f| f.dir != i) && !d.archives.iter().any(|a| a.path.starts_with(canon)) {
             d.fail(shown, "no log files found in this directory");
         }
         return;
@@ -229,11 +208,7 @@ fn walk(root: &Path, dir: &Path, idx: usize, d: &mut Discovered) {
         if ft.is_dir() {
             walk(root, &path, idx, d);
         } else if ft.is_file() {
-            let rel = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .replace('\\', "/");
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
             let size = e.metadata().map(|m| m.len()).unwrap_or(0);
             if let Some(gzip) = archive_kind(&rel) {
                 d.archives.push(Archive { path, gzip, size });
@@ -279,19 +254,9 @@ mod tests {
     fn archive_paths() {
         assert_eq!(
             split_archive_path("tmp/ray/session_2026_1/logs/events/e.log"),
-            (
-                "tmp/ray/session_2026_1/logs".into(),
-                "events/e.log".into(),
-                Some("session_2026_1".into())
-            )
+            ("tmp/ray/session_2026_1/logs".into(), "events/e.log".into(), Some("session_2026_1".into()))
         );
-        assert_eq!(
-            split_archive_path("logs/raylet.out"),
-            ("logs".into(), "raylet.out".into(), None)
-        );
-        assert_eq!(
-            split_archive_path("./raylet.out"),
-            ("".into(), "raylet.out".into(), None)
-        );
+        assert_eq!(split_archive_path("logs/raylet.out"), ("logs".into(), "raylet.out".into(), None));
+        assert_eq!(split_archive_path("./raylet.out"), ("".into(), "raylet.out".into(), None));
     }
 }

@@ -15,18 +15,11 @@ pub struct IdFilter(String);
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
     #[error("{flag} {value:?}: not a Ray id; expected hex characters (0-9, a-f), at least 4 and at most {max}, e.g. a full id copied from a log line")]
-    BadId {
-        flag: &'static str,
-        value: String,
-        max: usize,
-    },
+    BadId { flag: &'static str, value: String, max: usize },
     #[error("{flag} {value:?}: not a time; use RFC 3339 (2026-11-30T09:05:33Z), `YYYY-MM-DD HH:MM:SS` (read in --timezone), or a date")]
     BadTime { flag: &'static str, value: String },
     #[error("--grep {pattern:?}: invalid regular expression: {source}")]
-    BadRegex {
-        pattern: String,
-        source: regex::Error,
-    },
+    BadRegex { pattern: String, source: regex::Error },
     #[error("--level {0:?}: expected one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL")]
     BadLevel(String),
 }
@@ -36,11 +29,7 @@ impl IdFilter {
     pub fn parse(flag: &'static str, value: &str, max: usize) -> Result<IdFilter, FilterError> {
         let v = value.trim().to_ascii_lowercase();
         if v.len() < 4 || v.len() > max || !v.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(FilterError::BadId {
-                flag,
-                value: value.to_string(),
-                max,
-            });
+            return Err(FilterError::BadId { flag, value: value.to_string(), max });
         }
         Ok(IdFilter(v))
     }
@@ -72,10 +61,7 @@ pub struct Filter {
 
 /// Parses `--since`/`--until`.
 pub fn parse_time(flag: &'static str, v: &str, zone: &Zone) -> Result<Timestamp, FilterError> {
-    Timestamp::parse_flexible(v, zone).ok_or_else(|| FilterError::BadTime {
-        flag,
-        value: v.to_string(),
-    })
+    Timestamp::parse_flexible(v, zone).ok_or_else(|| FilterError::BadTime { flag, value: v.to_string() })
 }
 
 /// Parses `--level`.
@@ -85,10 +71,7 @@ pub fn parse_level(v: &str) -> Result<Level, FilterError> {
 
 /// Compiles `--grep`.
 pub fn parse_grep(p: &str) -> Result<Regex, FilterError> {
-    Regex::new(p).map_err(|source| FilterError::BadRegex {
-        pattern: p.to_string(),
-        source,
-    })
+    Regex::new(p).map_err(|source| FilterError::BadRegex { pattern: p.to_string(), source })
 }
 
 impl Filter {
@@ -115,15 +98,9 @@ impl Filter {
             && id_ok(&self.worker, r.ids.worker_id)
             && id_ok(&self.node, r.ids.node_id)
             && (self.components.is_empty() || self.components.iter().any(|c| c == r.component()))
-            && self
-                .min_level
-                .is_none_or(|min| r.level.is_some_and(|l| l >= min))
-            && self
-                .since
-                .is_none_or(|s| r.timestamp.is_some_and(|t| t >= s))
-            && self
-                .until
-                .is_none_or(|u| r.timestamp.is_some_and(|t| t <= u))
+            && self.min_level.is_none_or(|min| r.level.is_some_and(|l| l >= min))
+            && self.since.is_none_or(|s| r.timestamp.is_some_and(|t| t >= s))
+            && self.until.is_none_or(|u| r.timestamp.is_some_and(|t| t <= u))
             && self.grep.as_ref().is_none_or(|g| g.is_match(r.message))
     }
 }
@@ -135,9 +112,7 @@ mod tests {
     #[test]
     fn id_filters_validate() {
         assert!(IdFilter::parse("--actor-id", "750D0826", 32).is_ok());
-        let e = IdFilter::parse("--actor-id", "xyz!", 32)
-            .unwrap_err()
-            .to_string();
+        let e = IdFilter::parse("--actor-id", "xyz!", 32).unwrap_err().to_string();
         assert!(e.contains("--actor-id") && e.contains("hex"), "{e}");
         assert!(IdFilter::parse("--job-id", "010", 8).is_err());
         let f = IdFilter::parse("--job-id", "01000000", 8).unwrap();

@@ -31,28 +31,23 @@ fn push_id(out: &mut String, name: &str, id: Option<Id>) {
 
 /// Appends the pretty form of `r` (with its newline) to `out`.
 pub fn write_pretty(out: &mut String, r: &Record<'_>, colour: bool) {
-    let (dim, cyan, reset) = if colour {
-        ("\x1b[2m", "\x1b[36m", RESET)
-    } else {
-        ("", "", "")
-    };
+    let (dim, cyan, reset) = if colour { ("\x1b[2m", "\x1b[36m", RESET) } else { ("", "", "") };
     let lvl_col = if colour { level_colour(r.level) } else { "" };
     let lvl_reset = if lvl_col.is_empty() { "" } else { reset };
     match r.timestamp {
         Some(t) => {
+            // Milliseconds are enough to read; NDJSON keeps the full precision.
             let ts = t.to_rfc3339();
             out.push_str(dim);
-            out.push_str(&format!("{:<24}", &ts[..ts.len().min(24)]));
+            out.push_str(&ts[..ts.len().min(23)]);
+            out.push('Z');
             out.push_str(if r.timestamp_inferred { "~" } else { " " });
             out.push_str(reset);
         }
         None => out.push_str(&format!("{:<25}", "-")),
     }
     let level = r.level.map_or("", |l| l.as_str());
-    out.push_str(&format!(
-        " {lvl_col}{level:<7}{lvl_reset} {cyan}{:<15}{reset} ",
-        r.component()
-    ));
+    out.push_str(&format!(" {lvl_col}{level:<7}{lvl_reset} {cyan}{:<15}{reset} ", r.component()));
     let mut lines = r.message.split('\n');
     out.push_str(lvl_col);
     out.push_str(lines.next().unwrap_or(""));
@@ -68,7 +63,7 @@ pub fn write_pretty(out: &mut String, r: &Record<'_>, colour: bool) {
     }
     if !tags.is_empty() {
         out.push_str(dim);
-        out.push_str(" ");
+        out.push(' ');
         out.push_str(&tags);
         out.push_str(reset);
     }

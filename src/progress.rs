@@ -13,9 +13,8 @@ pub fn bar(total: u64) -> Option<ProgressBar> {
         return None;
     }
     let b = ProgressBar::new(total);
-    let style =
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let style = ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
     b.set_style(style);
     Some(b)
 }

@@ -12,9 +12,7 @@ use std::io::{self, Read};
 use std::time::SystemTime;
 
 use raylog_parsers::correlate::node_id_from_raylet;
-use raylog_parsers::{
-    classify, Correlator, FileMeta, FileParser, FileStats, Id, Options, Record, Timestamp,
-};
+use raylog_parsers::{classify, Correlator, FileMeta, FileParser, FileStats, Id, Options, Record, Timestamp};
 
 use crate::discover::{Discovered, LogFile, Source};
 
@@ -58,16 +56,16 @@ impl ScanReport {
             ));
         }
         if s.truncated_lines > 0 {
-            self.warnings.push(format!("{label}: {} line(s) longer than --max-line-bytes were cut (records flagged \"truncated\": true)", s.truncated_lines));
+            self.warnings.push(format!(
+                "{label}: {} line(s) longer than --max-line-bytes were cut (records flagged \"truncated\": true)",
+                s.truncated_lines
+            ));
         }
     }
 }
 
 /// Feeds `reader` to `f` in chunks that end on a line boundary (the last chunk may not).
-pub(crate) fn for_each_line_chunk(
-    mut reader: impl Read,
-    mut f: impl FnMut(&[u8]),
-) -> io::Result<()> {
+pub(crate) fn for_each_line_chunk(mut reader: impl Read, mut f: impl FnMut(&[u8])) -> io::Result<()> {
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0;
     loop {
@@ -97,12 +95,7 @@ pub(crate) fn for_each_line_chunk(
     }
 }
 
-pub(crate) fn prescan_bytes(
-    meta: &FileMeta,
-    chunk: &[u8],
-    corr: &mut Correlator,
-    node: &mut Option<Id>,
-) {
+pub(crate) fn prescan_bytes(meta: &FileMeta, chunk: &[u8], corr: &mut Correlator, node: &mut Option<Id>) {
     corr.prescan(meta, chunk);
     if meta.component == "raylet" && node.is_none() {
         *node = node_id_from_raylet(chunk);
@@ -111,18 +104,22 @@ pub(crate) fn prescan_bytes(
 
 /// Whether pass one needs this file.
 pub(crate) fn wanted_by_prescan(meta: &FileMeta) -> bool {
-    matches!(
-        meta.component.as_str(),
-        "core_worker" | "gcs_server" | "raylet"
-    )
+    matches!(meta.component.as_str(), "core_worker" | "gcs_server" | "raylet" | "worker")
+}
+
+/// How much of a file pass one reads: worker files only carry markers at the top.
+pub(crate) fn prescan_limit(meta: &FileMeta) -> u64 {
+    if meta.component == "worker" {
+        4096
+    } else {
+        u64::MAX
+    }
 }
 
 fn open(source: &Source) -> io::Result<Box<dyn Read>> {
     Ok(match source {
         Source::File(p) => Box::new(File::open(p)?),
-        Source::Gzip(p) => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(
-            File::open(p)?,
-        ))),
+        Source::Gzip(p) => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(File::open(p)?))),
         Source::Stdin => Box::new(io::stdin().lock()),
     })
 }
@@ -151,10 +148,7 @@ pub fn scan(
     progress: &mut dyn FnMut(u64),
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> ScanReport {
-    let mut report = ScanReport {
-        failures: disc.failures.clone(),
-        ..ScanReport::default()
-    };
+    let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
     let mut corr = Correlator::new();
     let mut nodes: Vec<Option<Id>> = vec![None; disc.dirs.len()];
     let metas: Vec<FileMeta> = disc.files.iter().map(|f| meta_of(disc, f, cfg)).collect();
@@ -164,15 +158,13 @@ pub fn scan(
         }
         if let Ok(r) = open(&f.source) {
             let node = &mut nodes[f.dir];
-            let _ = for_each_line_chunk(r, |c| prescan_bytes(meta, c, &mut corr, node));
+            let _ = for_each_line_chunk(r.take(prescan_limit(meta)), |c| prescan_bytes(meta, c, &mut corr, node));
         }
     }
     let mut archive_nodes = crate::archive::ArchiveNodes::new();
     for a in &disc.archives {
         if let Err(e) = crate::archive::prescan(a, &mut corr, &mut archive_nodes) {
-            report
-                .failures
-                .push((a.path.display().to_string(), e.to_string()));
+            report.failures.push((a.path.display().to_string(), e.to_string()));
         }
     }
     for (f, meta) in disc.files.iter().zip(metas) {
@@ -187,25 +179,13 @@ pub fn scan(
         });
         parser.finish(&mut corr, &cfg.opts, on_record);
         if let Err(e) = result {
-            report
-                .failures
-                .push((label.clone(), read_error(&e, parser.offset())));
+            report.failures.push((label.clone(), read_error(&e, parser.offset())));
         }
         report.add(&label, parser.stats());
     }
     for a in &disc.archives {
-        if let Err(e) = crate::archive::parse(
-            a,
-            cfg,
-            &mut corr,
-            &archive_nodes,
-            &mut report,
-            progress,
-            on_record,
-        ) {
-            report
-                .failures
-                .push((a.path.display().to_string(), e.to_string()));
+        if let Err(e) = crate::archive::parse(a, cfg, &mut corr, &archive_nodes, &mut report, progress, on_record) {
+            report.failures.push((a.path.display().to_string(), e.to_string()));
         }
     }
     report
@@ -214,8 +194,12 @@ pub fn scan(
 /// Phrases an I/O error for a user, naming truncated compressed input as such.
 pub fn read_error(e: &io::Error, offset: u64) -> String {
     match e.kind() {
-        io::ErrorKind::UnexpectedEof => format!("truncated compressed data after {offset} bytes; the records before that point were kept"),
-        io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput => format!("corrupt data after {offset} bytes ({e}); the records before that point were kept"),
+        io::ErrorKind::UnexpectedEof => {
+            format!("truncated compressed data after {offset} bytes; the records before that point were kept")
+        }
+        io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput => {
+            format!("corrupt data after {offset} bytes ({e}); the records before that point were kept")
+        }
         _ => format!("read failed after {offset} bytes: {e}"),
     }
 }

@@ -138,12 +138,7 @@ impl<'a> Marker<'a> {
 
 fn split_attempt(v: &[u8]) -> (&[u8], Option<u32>) {
     match memchr::memrchr(b'-', v) {
-        Some(p) => (
-            &v[..p],
-            std::str::from_utf8(&v[p + 1..])
-                .ok()
-                .and_then(|s| s.parse().ok()),
-        ),
+        Some(p) => (&v[..p], std::str::from_utf8(&v[p + 1..]).ok().and_then(|s| s.parse().ok())),
         None => (v, None),
     }
 }
@@ -192,18 +187,10 @@ mod tests {
 
     #[test]
     fn markers() {
+        assert_eq!(Marker::parse(b":job_id:01000000"), Some(Marker::JobId(b"01000000")));
         assert_eq!(
-            Marker::parse(b":job_id:01000000"),
-            Some(Marker::JobId(b"01000000"))
-        );
-        assert_eq!(
-            Marker::parse(
-                b":task_attempt_start:16310a0f0a45af5cffffffffffffffffffffffff01000000-2"
-            ),
-            Some(Marker::TaskAttemptStart(
-                b"16310a0f0a45af5cffffffffffffffffffffffff01000000",
-                Some(2)
-            ))
+            Marker::parse(b":task_attempt_start:16310a0f0a45af5cffffffffffffffffffffffff01000000-2"),
+            Some(Marker::TaskAttemptStart(b"16310a0f0a45af5cffffffffffffffffffffffff01000000", Some(2)))
         );
         assert_eq!(Marker::parse(b":unknown:x"), None);
         assert_eq!(Marker::parse(b"job_id:1"), None);

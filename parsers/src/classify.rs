@@ -38,10 +38,7 @@ impl FileKind {
     /// Whether a line without a recognised header continues the previous record
     /// (timestamped logs) rather than starting its own (stdout-like files).
     pub fn headered(self) -> bool {
-        matches!(
-            self,
-            FileKind::Cpp | FileKind::PythonComponent | FileKind::Serve
-        )
+        matches!(self, FileKind::Cpp | FileKind::PythonComponent | FileKind::Serve)
     }
 }
 
@@ -64,6 +61,39 @@ pub struct FileMeta {
     pub rotation: Option<u32>,
     /// `session_<date>_<pid>` the logs dir belongs to, when known.
     pub session: Option<String>,
+    /// The JSON members every record of this file shares, rendered once (see
+    /// [`FileMeta::json_members`]).
+    json_members: std::sync::OnceLock<Vec<u8>>,
+}
+
+impl FileMeta {
+    /// `"component":…,"stream":…,"file":…,"session":…,"submission_id":…` as JSON
+    /// members, rendered on first use: they are the same for every record of the file,
+    /// so the NDJSON writer copies them instead of escaping them again per record.
+    /// The fields above must not change after this is first called.
+    pub fn json_members(&self) -> &[u8] {
+        self.json_members.get_or_init(|| {
+            use crate::ndjson::write_str;
+            let mut v = Vec::with_capacity(128);
+            v.extend_from_slice(b"\"component\":");
+            write_str(&mut v, &self.component);
+            if let Some(s) = self.stream {
+                v.extend_from_slice(b",\"stream\":");
+                write_str(&mut v, s.as_str());
+            }
+            v.extend_from_slice(b",\"file\":");
+            write_str(&mut v, &self.rel_path);
+            if let Some(s) = &self.session {
+                v.extend_from_slice(b",\"session\":");
+                write_str(&mut v, s);
+            }
+            if let Some(s) = &self.submission_id {
+                v.extend_from_slice(b",\"submission_id\":");
+                write_str(&mut v, s);
+            }
+            v
+        })
+    }
 }
 
 /// Splits a rotation number off a file name in either style, returning the name
@@ -71,11 +101,7 @@ pub struct FileMeta {
 /// `x_12.2.log` → (`x_12.log`, 2).
 pub fn split_rotation(name: &str) -> (std::borrow::Cow<'_, str>, Option<u32>) {
     if let Some((base, n)) = name.rsplit_once('.') {
-        if !n.is_empty()
-            && n.len() <= 4
-            && n.bytes().all(|b| b.is_ascii_digit())
-            && base.contains('.')
-        {
+        if !n.is_empty() && n.len() <= 4 && n.bytes().all(|b| b.is_ascii_digit()) && base.contains('.') {
             return (base.into(), n.parse().ok());
         }
     }
@@ -104,12 +130,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
     let rel = rel_path.trim_start_matches("./");
     let mut parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
     let file_name = parts.pop().unwrap_or("");
-    let dir = parts
-        .iter()
-        .rev()
-        .find(|p| **p != "old")
-        .copied()
-        .unwrap_or("");
+    let dir = parts.iter().rev().find(|p| **p != "old").copied().unwrap_or("");
     let (live, rotation) = split_rotation(file_name);
     let ext = live.rsplit_once('.').map_or("", |(_, e)| e);
     let mut m = FileMeta {
@@ -127,6 +148,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
         submission_id: None,
         rotation,
         session: session.map(str::to_string),
+        json_members: std::sync::OnceLock::new(),
     };
     match dir {
         "events" => classify_event(&live, &mut m, "event", FileKind::Event),
@@ -134,9 +156,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
         "serve" => {
             m.kind = FileKind::Serve;
             m.component = "serve".into();
-            m.pid = stem(&live)
-                .rsplit_once('_')
-                .and_then(|(_, p)| p.parse().ok());
+            m.pid = stem(&live).rsplit_once('_').and_then(|(_, p)| p.parse().ok());
         }
         "jobs" => classify_jobs(&live, &mut m),
         _ => classify_top(&live, &mut m),
@@ -147,9 +167,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
 fn classify_event(name: &str, m: &mut FileMeta, component: &str, kind: FileKind) {
     m.kind = kind;
     m.component = component.into();
-    m.pid = stem(name)
-        .rsplit_once('_')
-        .and_then(|(_, p)| p.parse().ok());
+    m.pid = stem(name).rsplit_once('_').and_then(|(_, p)| p.parse().ok());
 }
 
 fn classify_jobs(name: &str, m: &mut FileMeta) {
@@ -164,22 +182,12 @@ fn classify_jobs(name: &str, m: &mut FileMeta) {
 fn classify_top(name: &str, m: &mut FileMeta) {
     let st = stem(name);
     let is_log = name.ends_with(".log");
-    if let Some(rest) = [
-        "python-core-worker-",
-        "java-core-worker-",
-        "cpp-core-worker-",
-    ]
-    .iter()
-    .find_map(|p| st.strip_prefix(p))
+    if let Some(rest) =
+        ["python-core-worker-", "java-core-worker-", "cpp-core-worker-"].iter().find_map(|p| st.strip_prefix(p))
     {
         core_log(rest, m, "core_worker");
-    } else if let Some(rest) = [
-        "python-core-driver-",
-        "java-core-driver-",
-        "cpp-core-driver-",
-    ]
-    .iter()
-    .find_map(|p| st.strip_prefix(p))
+    } else if let Some(rest) =
+        ["python-core-driver-", "java-core-driver-", "cpp-core-driver-"].iter().find_map(|p| st.strip_prefix(p))
     {
         core_log(rest, m, "core_driver");
     } else if let Some(rest) = st.strip_prefix("worker-").filter(|_| !is_log) {
@@ -188,9 +196,7 @@ fn classify_top(name: &str, m: &mut FileMeta) {
         m.kind = FileKind::Worker;
         m.component = "worker".into();
         let mut it = rest.split('-');
-        m.worker_id = it
-            .next()
-            .and_then(|w| Id::parse_len(w.as_bytes(), WORKER_HEX));
+        m.worker_id = it.next().and_then(|w| Id::parse_len(w.as_bytes(), WORKER_HEX));
         m.pid = it.next().and_then(|p| p.parse().ok());
     } else if let Some(id) = st.strip_prefix("job-driver-") {
         m.kind = FileKind::JobDriver;
@@ -202,12 +208,7 @@ fn classify_top(name: &str, m: &mut FileMeta) {
         m.job_id = Id::parse_len(job.as_bytes(), JOB_HEX);
     } else if st.starts_with("raylet") || st.starts_with("gcs_server") {
         m.kind = FileKind::Cpp;
-        m.component = if st.starts_with("raylet") {
-            "raylet"
-        } else {
-            "gcs_server"
-        }
-        .into();
+        m.component = if st.starts_with("raylet") { "raylet" } else { "gcs_server" }.into();
     } else {
         python_component(st, is_log, m);
     }
@@ -226,21 +227,13 @@ fn python_component(st: &str, is_log: bool, m: &mut FileMeta) {
             _ => {
                 // Unknown file: the stem, with a stdout-like format unless it is a `.log`
                 // that turns out to carry Python headers (handled per line anyway).
-                m.kind = if is_log {
-                    FileKind::PythonComponent
-                } else {
-                    FileKind::Plain
-                };
+                m.kind = if is_log { FileKind::PythonComponent } else { FileKind::Plain };
                 return;
             }
         }
     };
     m.component = comp.into();
-    m.kind = if is_log {
-        FileKind::PythonComponent
-    } else {
-        FileKind::Plain
-    };
+    m.kind = if is_log { FileKind::PythonComponent } else { FileKind::Plain };
 }
 
 /// `<worker_id>_<pid>` of a core-worker or core-driver log.
@@ -253,9 +246,7 @@ fn core_log(rest: &str, m: &mut FileMeta, component: &str) {
     }
     m.job_id = m.worker_id.and_then(|w| w.job_of_driver_worker());
     if component == "core_driver" && m.job_id.is_none() {
-        m.job_id = rest
-            .get(..JOB_HEX)
-            .and_then(|j| Id::parse_len(j.as_bytes(), JOB_HEX));
+        m.job_id = rest.get(..JOB_HEX).and_then(|j| Id::parse_len(j.as_bytes(), JOB_HEX));
     }
 }
 
@@ -264,19 +255,14 @@ fn worker_out(rest: &str, m: &mut FileMeta) {
     m.kind = FileKind::Worker;
     m.component = "worker".into();
     let mut it = rest.split('-');
-    m.worker_id = it
-        .next()
-        .and_then(|w| Id::parse_len(w.as_bytes(), WORKER_HEX));
+    m.worker_id = it.next().and_then(|w| Id::parse_len(w.as_bytes(), WORKER_HEX));
     m.job_id = it.next().and_then(|j| Id::parse_len(j.as_bytes(), JOB_HEX));
     m.pid = it.next().and_then(|p| p.parse().ok());
 }
 
 /// Finds the session dir name in a path (`…/session_2026-…_3908/logs/x`).
 pub fn session_of_path(path: &std::path::Path) -> Option<String> {
-    path.ancestors()
-        .filter_map(|p| p.file_name()?.to_str())
-        .find(|n| is_session_dir(n))
-        .map(str::to_string)
+    path.ancestors().filter_map(|p| p.file_name()?.to_str()).find(|n| is_session_dir(n)).map(str::to_string)
 }
 
 #[cfg(test)]
@@ -294,10 +280,7 @@ mod tests {
         assert_eq!(m.worker_id.unwrap().as_str(), WID);
         assert_eq!(m.job_id, None, "ffffffff is a placeholder, not a job");
         assert_eq!(m.pid, Some(4468));
-        let m = classify(
-            &format!("old/worker-{WID}-01000000-4468.err"),
-            Some("session_x"),
-        );
+        let m = classify(&format!("old/worker-{WID}-01000000-4468.err"), Some("session_x"));
         assert_eq!(m.job_id.unwrap().as_str(), "01000000");
         assert_eq!(m.stream, Some(Stream::Stderr));
         assert_eq!(m.session.as_deref(), Some("session_x"));
@@ -316,31 +299,19 @@ mod tests {
             assert_eq!(m.pid, Some(4468), "{name}");
             assert_eq!(m.worker_id.unwrap().as_str(), WID);
         }
-        assert_eq!(
-            classify(&format!("python-core-worker-{WID}_4468.log.2"), None).rotation,
-            Some(2)
-        );
-        let d = classify(
-            "python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_3908.log",
-            None,
-        );
+        assert_eq!(classify(&format!("python-core-worker-{WID}_4468.log.2"), None).rotation, Some(2));
+        let d = classify("python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_3908.log", None);
         assert_eq!(d.component, "core_driver");
         assert_eq!(d.job_id.unwrap().as_str(), "01000000");
         let r = classify("raylet.out.1", None);
-        assert_eq!(
-            (r.component.as_str(), r.kind, r.rotation),
-            ("raylet", FileKind::Cpp, Some(1))
-        );
+        assert_eq!((r.component.as_str(), r.kind, r.rotation), ("raylet", FileKind::Cpp, Some(1)));
         assert_eq!(r.stream, Some(Stream::Stdout));
     }
 
     #[test]
     fn events_serve_jobs() {
         let e = classify("events/event_CORE_WORKER_4469.log", None);
-        assert_eq!(
-            (e.component.as_str(), e.kind, e.pid),
-            ("event", FileKind::Event, Some(4469))
-        );
+        assert_eq!((e.component.as_str(), e.kind, e.pid), ("event", FileKind::Event, Some(4469)));
         let e = classify("events/event_GCS.1.log", None);
         assert_eq!((e.kind, e.rotation), (FileKind::Event, Some(1)));
         let x = classify("export_events/event_EXPORT_TASK_7845.log", None);
@@ -350,37 +321,17 @@ mod tests {
         let j = classify("job-driver-raysubmit_etl_001.log", None);
         assert_eq!(j.component, "driver");
         assert_eq!(j.submission_id.as_deref(), Some("raysubmit_etl_001"));
-        assert_eq!(
-            classify("dashboard_JobHead.log", None).component,
-            "dashboard"
-        );
-        assert_eq!(
-            classify("dashboard_agent.log.3", None).component,
-            "dashboard_agent"
-        );
-        assert_eq!(
-            classify("monitor.log", None).kind,
-            FileKind::PythonComponent
-        );
+        assert_eq!(classify("dashboard_JobHead.log", None).component, "dashboard");
+        assert_eq!(classify("dashboard_agent.log.3", None).component, "dashboard_agent");
+        assert_eq!(classify("monitor.log", None).kind, FileKind::PythonComponent);
         assert_eq!(classify("monitor.out", None).kind, FileKind::Plain);
         assert_eq!(classify("debug_state.txt", None).component, "debug_state");
-        assert_eq!(
-            classify("runtime_env_setup-02000000.log", None)
-                .job_id
-                .unwrap()
-                .as_str(),
-            "02000000"
-        );
+        assert_eq!(classify("runtime_env_setup-02000000.log", None).job_id.unwrap().as_str(), "02000000");
     }
 
     #[test]
     fn session_name() {
-        let p = std::path::Path::new(
-            "/tmp/ray/session_2026-11-30_09-05-30_825917_3908/logs/raylet.out",
-        );
-        assert_eq!(
-            session_of_path(p).as_deref(),
-            Some("session_2026-11-30_09-05-30_825917_3908")
-        );
+        let p = std::path::Path::new("/tmp/ray/session_2026-11-30_09-05-30_825917_3908/logs/raylet.out");
+        assert_eq!(session_of_path(p).as_deref(), Some("session_2026-11-30_09-05-30_825917_3908"));
     }
 }

@@ -15,14 +15,18 @@
 use std::collections::HashMap;
 
 use crate::classify::FileMeta;
-use crate::id::{Id, ACTOR_HEX, WORKER_HEX};
+use crate::id::{Id, IdMapState, ACTOR_HEX, WORKER_HEX};
 use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::Ids;
 
 /// What has been learned about workers and nodes.
 #[derive(Debug, Default, Clone)]
 pub struct Correlator {
-    actor_of_worker: HashMap<Id, Id>,
+    actor_of_worker: HashMap<Id, Id, IdMapState>,
+    /// From `:job_id:` markers: a worker file rotated past its marker still knows.
+    job_of_worker: HashMap<Id, Id, IdMapState>,
+    /// From `:actor_name:` markers (the actor's class).
+    class_of_worker: HashMap<Id, String, IdMapState>,
 }
 
 /// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
@@ -51,7 +55,39 @@ impl Correlator {
         if worker.len() != WORKER_HEX || actor.len() != ACTOR_HEX {
             return false;
         }
+        if self.actor_of_worker.get(&worker) == Some(&actor) {
+            return false;
+        }
         self.actor_of_worker.insert(worker, actor) != Some(actor)
+    }
+
+    /// The job a worker's `:job_id:` marker named, if seen.
+    #[inline]
+    pub fn job_of(&self, worker: &Id) -> Option<Id> {
+        self.job_of_worker.get(worker).copied()
+    }
+
+    /// The actor class a worker's `:actor_name:` marker named, if seen.
+    #[inline]
+    pub fn class_of(&self, worker: &Id) -> Option<&str> {
+        self.class_of_worker.get(worker).map(String::as_str)
+    }
+
+    /// Records what a worker-file marker says about its worker.
+    pub fn learn_marker(&mut self, worker: Option<Id>, marker: &crate::assemble::Marker<'_>) {
+        use crate::assemble::Marker;
+        let Some(w) = worker else { return };
+        match *marker {
+            Marker::JobId(j) => {
+                if let Some(j) = Id::parse_len(j, crate::id::JOB_HEX) {
+                    self.job_of_worker.insert(w, j);
+                }
+            }
+            Marker::ActorName(a) if !self.class_of_worker.contains_key(&w) => {
+                self.class_of_worker.insert(w, String::from_utf8_lossy(a).into_owned());
+            }
+            _ => {}
+        }
     }
 
     /// Number of known worker → actor links.
@@ -75,20 +111,13 @@ impl Correlator {
                 Some(w) => self.link(w, actor),
                 None => false,
             },
-            "gcs_server" | "raylet" if HOSTING_PHRASES.iter().any(|p| message.starts_with(p)) => {
-                match ids.worker_id {
-                    Some(w) => self.link(w, actor),
-                    None => false,
-                }
-            }
+            "gcs_server" | "raylet" if HOSTING_PHRASES.iter().any(|p| message.starts_with(p)) => match ids.worker_id {
+                Some(w) => self.link(w, actor),
+                None => false,
+            },
             // Structured logging inside the actor's worker names both.
             "worker" => match (file.worker_id, ids.worker_id) {
-                (Some(fw), Some(w))
-                    if fw == w
-                        && ids
-                            .task_id
-                            .is_some_and(|t| t.actor_of_task() == Some(actor)) =>
-                {
+                (Some(fw), Some(w)) if fw == w && ids.task_id.is_some_and(|t| t.actor_of_task() == Some(actor)) => {
                     self.link(w, actor)
                 }
                 _ => false,
@@ -99,7 +128,8 @@ impl Correlator {
 
     /// Learns from a whole file's bytes without parsing it: used before parsing a
     /// directory so the result does not depend on file order. Reads core-worker
-    /// logs and GCS/raylet logs; other files are ignored.
+    /// logs, GCS/raylet logs and the markers at the top of worker files; other
+    /// files are ignored.
     pub fn prescan(&mut self, file: &FileMeta, bytes: &[u8]) {
         match file.component.as_str() {
             "core_worker" => {
@@ -110,6 +140,14 @@ impl Correlator {
                     ids_of_line(line, &mut ids);
                     if let Some(a) = ids.actor_id {
                         self.link(w, a);
+                    }
+                }
+            }
+            "worker" => {
+                // Markers sit at the top of each worker file.
+                for line in bytes.split(|&b| b == b'\n').take(8) {
+                    if let Some(m) = crate::assemble::Marker::parse(line) {
+                        self.learn_marker(file.worker_id, &m);
                     }
                 }
             }
@@ -147,11 +185,7 @@ fn ids_of_line(line: &str, ids: &mut Ids) {
 /// Finds the node id a raylet log announces (`Setting node ID node_id=X`, older
 /// `Setting node ID to: X`, or `[state-dump] NodeManager:\nNode ID: X`).
 pub fn node_id_from_raylet(bytes: &[u8]) -> Option<Id> {
-    for needle in [
-        &b"Setting node ID"[..],
-        b"NodeManager server started",
-        b"Node ID: ",
-    ] {
+    for needle in [&b"Setting node ID"[..], b"NodeManager server started", b"Node ID: "] {
         for pos in memchr::memmem::find_iter(bytes, needle) {
             let line = line_at(bytes, pos);
             let mut ids = Ids::default();
@@ -160,11 +194,7 @@ pub fn node_id_from_raylet(bytes: &[u8]) -> Option<Id> {
                 return ids.node_id;
             }
             // `Setting node ID to: <hex>`
-            if let Some(id) = line
-                .rsplit(' ')
-                .next()
-                .and_then(|t| Id::parse_len(t.as_bytes(), WORKER_HEX))
-            {
+            if let Some(id) = line.rsplit(' ').next().and_then(|t| Id::parse_len(t.as_bytes(), WORKER_HEX)) {
                 return Some(id);
             }
         }
@@ -189,13 +219,7 @@ mod tests {
             let meta = classify(&format!("python-core-worker-{W}_4610.log"), None);
             let mut c = Correlator::new();
             c.prescan(&meta, format!("noise\n{line}\nmore\n").as_bytes());
-            assert_eq!(
-                c.actor_of(&Id::parse(W.as_bytes()).unwrap())
-                    .unwrap()
-                    .as_str(),
-                A,
-                "{line}"
-            );
+            assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A, "{line}");
         }
     }
 
@@ -204,19 +228,10 @@ mod tests {
         let meta = classify("gcs_server.out", None);
         let mut c = Correlator::new();
         let owner = "01000000ffffffffffffffffffffffffffffffffffffffffffffffff";
-        c.prescan(
-            &meta,
-            format!("[t] (gcs_server) x.cc:1: Owner died worker_id={owner} actor_id={A}\n")
-                .as_bytes(),
-        );
+        c.prescan(&meta, format!("[t] (gcs_server) x.cc:1: Owner died worker_id={owner} actor_id={A}\n").as_bytes());
         assert!(c.is_empty(), "an owner is not the host");
         c.prescan(&meta, format!("[t] (gcs_server) gcs_actor_scheduler.cc:463: Actor creation task succeeded. actor_id={A} worker_id={W} job_id=01000000\n").as_bytes());
-        assert_eq!(
-            c.actor_of(&Id::parse(W.as_bytes()).unwrap())
-                .unwrap()
-                .as_str(),
-            A
-        );
+        assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A);
     }
 
     #[test]

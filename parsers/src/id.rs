@@ -16,10 +16,63 @@ pub const ACTOR_HEX: usize = 32;
 pub const TASK_HEX: usize = 48;
 /// Hex length of a WorkerID or NodeID.
 pub const WORKER_HEX: usize = 56;
-const MAX_HEX: usize = 64;
+/// Longest id kept (WorkerID/NodeID); longer hex (LeaseID) is not an id we tag.
+const MAX_HEX: usize = 56;
 
-/// A lowercase hex id of at most 64 characters, stored inline.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// Maps hex digits (either case) to lowercase; 0 for anything else.
+static LOWER_HEX: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        t[i] = match c {
+            b'0'..=b'9' | b'a'..=b'f' => c,
+            b'A'..=b'F' => c + 32,
+            _ => 0,
+        };
+        i += 1;
+    }
+    t
+};
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// True when all 8 bytes of `w` are `0-9` or `a-f` (SWAR: no lane can carry into
+/// the next because every lane is below 0x80 before the additions).
+#[inline]
+pub(crate) fn word_is_lower_hex(w: u64) -> bool {
+    if w & HI != 0 {
+        return false;
+    }
+    let ge = |c: u8| w.wrapping_add(LO * (0x80 - c as u64));
+    let digit = ge(b'0') & !ge(b'9' + 1);
+    let letter = ge(b'a') & !ge(b'f' + 1);
+    (digit | letter) & HI == HI
+}
+
+/// Parses an id whose length is a multiple of 8 and which is already lowercase
+/// (what Ray writes) eight bytes at a time. `None` means "use the slow path";
+/// `Some(None)` means "valid hex, but nil".
+#[inline]
+fn parse_lower_fast(s: &[u8], buf: &mut [u8; MAX_HEX]) -> Option<Option<Id>> {
+    if s.len() % 8 != 0 {
+        return None;
+    }
+    let mut not_f = false;
+    for (i, c) in s.chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(c.try_into().ok()?);
+        if !word_is_lower_hex(w) {
+            return None;
+        }
+        not_f |= w != LO * b'f' as u64;
+        buf[i * 8..i * 8 + 8].copy_from_slice(c);
+    }
+    Some(not_f.then_some(Id { len: s.len() as u8, buf: *buf }))
+}
+
+/// A lowercase hex id of at most 56 characters, stored inline.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Id {
     len: u8,
     buf: [u8; MAX_HEX],
@@ -36,7 +89,7 @@ impl Id {
         Id::parse(s)
     }
 
-    /// Parses `s` as a hex id of any length up to 64; `None` when empty, too long,
+    /// Parses `s` as a hex id of any length up to 56; `None` when empty, too long,
     /// not hex, or nil (all `f`, which is also how `NIL_ID` renders).
     #[inline]
     pub fn parse(s: &[u8]) -> Option<Id> {
@@ -44,23 +97,21 @@ impl Id {
             return None;
         }
         let mut buf = [0u8; MAX_HEX];
-        let mut all_f = true;
+        if let Some(id) = parse_lower_fast(s, &mut buf) {
+            return id;
+        }
+        let mut bad = 0u8;
+        let mut not_f = 0u8;
         for (dst, &b) in buf.iter_mut().zip(s) {
-            let c = match b {
-                b'0'..=b'9' | b'a'..=b'f' => b,
-                b'A'..=b'F' => b + 32,
-                _ => return None,
-            };
-            all_f &= c == b'f';
+            let c = LOWER_HEX[b as usize];
+            bad |= (c == 0) as u8;
+            not_f |= (c != b'f') as u8;
             *dst = c;
         }
-        if all_f {
+        if bad != 0 || not_f == 0 {
             return None;
         }
-        Some(Id {
-            len: s.len() as u8,
-            buf,
-        })
+        Some(Id { len: s.len() as u8, buf })
     }
 
     /// Builds an id from raw bytes (as found base64-encoded in export events).
@@ -84,6 +135,20 @@ impl Id {
         std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or_default()
     }
 
+    /// The id's ASCII bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+
+    /// Appends the id to `out`. Copies the whole fixed-size buffer and trims, which
+    /// compiles to a few vector moves instead of a variable-length `memcpy` call.
+    #[inline]
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buf);
+        out.truncate(out.len() - (MAX_HEX - self.len as usize));
+    }
+
     /// Number of hex characters.
     #[inline]
     pub fn len(&self) -> usize {
@@ -96,17 +161,21 @@ impl Id {
         self.len == 0
     }
 
+    /// The last `n` characters, unless they are nil. No re-validation: they are hex.
     fn suffix(&self, n: usize) -> Option<Id> {
         let l = self.len as usize;
-        (l >= n).then(|| Id::parse(&self.buf[l - n..l])).flatten()
+        if l < n || self.buf[l - n..l].iter().all(|&c| c == b'f') {
+            return None;
+        }
+        let mut buf = [0u8; MAX_HEX];
+        buf[..n].copy_from_slice(&self.buf[l - n..l]);
+        Some(Id { len: n as u8, buf })
     }
 
     /// The job an actor, task or driver-worker id names: its last 8 hex characters
     /// for actor and task ids, its first 8 for a driver's worker id.
     pub fn job_of_actor_or_task(&self) -> Option<Id> {
-        matches!(self.len(), ACTOR_HEX | TASK_HEX)
-            .then(|| self.suffix(JOB_HEX))
-            .flatten()
+        matches!(self.len(), ACTOR_HEX | TASK_HEX).then(|| self.suffix(JOB_HEX)).flatten()
     }
 
     /// The actor a task id names: its last 32 hex characters, unless the actor's
@@ -131,6 +200,36 @@ impl Id {
         Id::parse(&self.buf[..JOB_HEX])
     }
 }
+
+impl std::hash::Hash for Id {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(&self.buf[..self.len as usize]);
+    }
+}
+
+/// A fast hasher for maps keyed by [`Id`]: ids are random hex, so a multiply-xor over
+/// 8-byte words spreads them well, and SipHash's DoS resistance buys nothing here.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// `HashMap` state for [`Id`] keys.
+pub type IdMapState = std::hash::BuildHasherDefault<IdHasher>;
 
 impl fmt::Debug for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -191,33 +290,28 @@ mod tests {
         assert!(Id::parse(b"FFFF").is_none());
         assert!(Id::parse(b"NIL_ID").is_none());
         assert_eq!(Id::parse(b"01AB0000").unwrap().as_str(), "01ab0000");
+        assert_eq!(Id::parse(b"0123456789abcdef").unwrap().as_str(), "0123456789abcdef");
+        for bad in [&b"0123456g"[..], b"0123 567", b"/123456:", b"`abcdefa", b"\xff1234567"] {
+            assert!(Id::parse(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]
     fn layout_derivations() {
         let task = Id::parse(b"d695f922effe6d99750d082651ea8a01532ff64101000000").unwrap();
-        assert_eq!(
-            task.actor_of_task().unwrap().as_str(),
-            "750d082651ea8a01532ff64101000000"
-        );
+        assert_eq!(task.actor_of_task().unwrap().as_str(), "750d082651ea8a01532ff64101000000");
         assert_eq!(task.job_of_actor_or_task().unwrap().as_str(), "01000000");
         let normal = Id::parse(b"16310a0f0a45af5cffffffffffffffffffffffff01000000").unwrap();
         assert!(normal.actor_of_task().is_none());
         assert_eq!(normal.job_of_actor_or_task().unwrap().as_str(), "01000000");
-        let driver =
-            Id::parse(b"01000000ffffffffffffffffffffffffffffffffffffffffffffffff").unwrap();
+        let driver = Id::parse(b"01000000ffffffffffffffffffffffffffffffffffffffffffffffff").unwrap();
         assert_eq!(driver.job_of_driver_worker().unwrap().as_str(), "01000000");
     }
 
     #[test]
     fn base64_ids() {
         assert_eq!(id_from_base64(b"AQAAAA==").unwrap().as_str(), "01000000");
-        assert_eq!(
-            id_from_base64(b"G364jcMdJAL2/CeoAQAAAA==")
-                .unwrap()
-                .as_str(),
-            "1b7eb88dc31d2402f6fc27a801000000"
-        );
+        assert_eq!(id_from_base64(b"G364jcMdJAL2/CeoAQAAAA==").unwrap().as_str(), "1b7eb88dc31d2402f6fc27a801000000");
         assert!(id_from_base64(b"").is_none());
         assert!(id_from_base64(b"!!").is_none());
     }

@@ -79,11 +79,7 @@ pub fn trailing_pairs<'a>(msg: &'a str, mut f: impl FnMut(&'a str, &'a str)) -> 
         let tok = &msg[tok_start..end];
         let Some(eq) = tok.find('=') else { break };
         let key = &tok[..eq];
-        if key.is_empty()
-            || !key
-                .bytes()
-                .all(|c| c.is_ascii_lowercase() || c == b'_' || c.is_ascii_digit())
-        {
+        if key.is_empty() || !key.bytes().all(|c| c.is_ascii_lowercase() || c == b'_' || c.is_ascii_digit()) {
             break;
         }
         f(key, &tok[eq + 1..]);
@@ -101,9 +97,19 @@ pub fn trailing_pairs<'a>(msg: &'a str, mut f: impl FnMut(&'a str, &'a str)) -> 
     start_of_pairs
 }
 
+static HEX: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = matches!(i as u8, b'0'..=b'9' | b'a'..=b'f');
+        i += 1;
+    }
+    t
+};
+
 #[inline]
 fn is_hex(c: u8) -> bool {
-    c.is_ascii_digit() || (b'a'..=b'f').contains(&c)
+    HEX[c as usize]
 }
 
 /// The id kind named by the text right before an id at `b[..pos]`, e.g.
@@ -119,14 +125,8 @@ fn kind_before(b: &[u8], pos: usize) -> Option<IdKind> {
     while let [rest @ .., b' ' | b'=' | b':' | b'(' | b'\'' | b'"'] = t {
         t = rest;
     }
-    let t = t
-        .strip_suffix(b"_id")
-        .or_else(|| t.strip_suffix(b" id"))
-        .unwrap_or(t);
-    let word_start = t
-        .iter()
-        .rposition(|c| !c.is_ascii_alphabetic())
-        .map_or(0, |p| p + 1);
+    let t = t.strip_suffix(b"_id").or_else(|| t.strip_suffix(b" id")).unwrap_or(t);
+    let word_start = t.iter().rposition(|c| !c.is_ascii_alphabetic()).map_or(0, |p| p + 1);
     Some(match &t[word_start..] {
         b"node" | b"nodeid" => IdKind::Node,
         b"job" | b"jobid" => IdKind::Job,
@@ -139,26 +139,37 @@ fn kind_before(b: &[u8], pos: usize) -> Option<IdKind> {
 
 /// Scans free text for hex ids introduced by a naming word and stores each in the
 /// empty slot of `ids` it names. Returns true if anything was found.
+///
+/// Ids are at least 8 hex characters, so the scan probes every 8th byte and only
+/// looks closer around a hex byte: most prose is skipped 8 bytes at a time.
 pub fn scan_prose(text: &str, ids: &mut Ids) -> bool {
     let b = text.as_bytes();
     let mut found = false;
-    let mut i = 0;
-    while i < b.len() {
-        if !is_hex(b[i]) || (i > 0 && b[i - 1].is_ascii_alphanumeric()) {
-            i += 1;
+    let mut probe = JOB_HEX - 1;
+    while probe < b.len() {
+        if !is_hex(b[probe]) {
+            probe += JOB_HEX;
             continue;
         }
-        let start = i;
-        while i < b.len() && is_hex(b[i]) {
-            i += 1;
+        let mut start = probe;
+        while start > 0 && is_hex(b[start - 1]) {
+            start -= 1;
         }
-        let len = i - start;
-        if i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-            continue;
+        let mut end = probe + 1;
+        while end + 8 <= b.len()
+            && crate::id::word_is_lower_hex(u64::from_le_bytes(b[end..end + 8].try_into().unwrap_or([0; 8])))
+        {
+            end += 8;
         }
-        if matches!(len, JOB_HEX | ACTOR_HEX | TASK_HEX | WORKER_HEX) {
+        while end < b.len() && is_hex(b[end]) {
+            end += 1;
+        }
+        probe = end + JOB_HEX;
+        let bounded = (start == 0 || !b[start - 1].is_ascii_alphanumeric())
+            && (end == b.len() || !(b[end].is_ascii_alphanumeric() || b[end] == b'_'));
+        if bounded && matches!(end - start, JOB_HEX | ACTOR_HEX | TASK_HEX | WORKER_HEX) {
             if let Some(kind) = kind_before(b, start) {
-                found |= kind.store(ids, Id::parse(&b[start..i]));
+                found |= kind.store(ids, Id::parse(&b[start..end]));
             }
         }
     }
@@ -175,10 +186,7 @@ mod tests {
     #[test]
     fn prose_ids_by_meaning() {
         let mut ids = Ids::default();
-        scan_prose(
-            &format!("Worker {W} on node {N} exits, type=SYSTEM_ERROR"),
-            &mut ids,
-        );
+        scan_prose(&format!("Worker {W} on node {N} exits, type=SYSTEM_ERROR"), &mut ids);
         assert_eq!(ids.worker_id.unwrap().as_str(), W);
         assert_eq!(ids.node_id.unwrap().as_str(), N);
         let mut ids = Ids::default();
@@ -187,41 +195,23 @@ mod tests {
             &mut ids,
         );
         assert_eq!(ids.node_id, None, "`from` does not say what the id is");
-        assert_eq!(
-            ids.actor_id.unwrap().as_str(),
-            "c849596ab2d001ad77a3612801000000"
-        );
+        assert_eq!(ids.actor_id.unwrap().as_str(), "c849596ab2d001ad77a3612801000000");
         assert_eq!(ids.job_id.unwrap().as_str(), "01000000");
         let mut ids = Ids::default();
-        scan_prose(
-            &format!("Lease ID: 01000000f3 Worker ID: {W} Node ID: {N} Worker PID: 4748"),
-            &mut ids,
-        );
+        scan_prose(&format!("Lease ID: 01000000f3 Worker ID: {W} Node ID: {N} Worker PID: 4748"), &mut ids);
         assert_eq!(ids.worker_id.unwrap().as_str(), W);
         assert_eq!(ids.node_id.unwrap().as_str(), N);
         let mut ids = Ids::default();
         scan_prose("Creating actor: 750d082651ea8a01532ff64101000000", &mut ids);
-        assert_eq!(
-            ids.actor_id.unwrap().as_str(),
-            "750d082651ea8a01532ff64101000000"
-        );
+        assert_eq!(ids.actor_id.unwrap().as_str(), "750d082651ea8a01532ff64101000000");
     }
 
     #[test]
     fn pairs_from_the_right() {
         let mut got = vec![];
-        let at = trailing_pairs(
-            "Creating actor x=1 actor_id=750d job_id=01000000",
-            |k, v| got.push((k, v)),
-        );
-        assert_eq!(
-            got,
-            vec![("job_id", "01000000"), ("actor_id", "750d"), ("x", "1")]
-        );
+        let at = trailing_pairs("Creating actor x=1 actor_id=750d job_id=01000000", |k, v| got.push((k, v)));
+        assert_eq!(got, vec![("job_id", "01000000"), ("actor_id", "750d"), ("x", "1")]);
         assert_eq!(at, "Creating actor ".len());
-        assert_eq!(
-            trailing_pairs("no pairs here", |_, _| panic!()),
-            "no pairs here".len()
-        );
+        assert_eq!(trailing_pairs("no pairs here", |_, _| panic!()), "no pairs here".len());
     }
 }

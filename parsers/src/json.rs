@@ -14,13 +14,26 @@ pub enum Value<'a> {
     Str(&'a str, bool),
     /// Any other value, as its raw JSON text (number, bool, null, object, array).
     Raw(&'a str),
+    /// A bare word that is not JSON but that Python writes (`NaN`, `Infinity`):
+    /// kept as text.
+    Bare(&'a str),
 }
 
 impl<'a> Value<'a> {
     /// The raw JSON text of a value (strings with their quotes).
     pub fn raw(&self) -> &'a str {
         match *self {
-            Value::Str(s, _) | Value::Raw(s) => s,
+            Value::Str(s, _) | Value::Raw(s) | Value::Bare(s) => s,
+        }
+    }
+
+    /// The value as a record field: text where it is plain text, raw JSON otherwise.
+    pub fn to_field(self) -> crate::record::FieldValue<'a> {
+        use crate::record::FieldValue;
+        match self {
+            Value::Str(s, false) => FieldValue::Str(&s[1..s.len() - 1]),
+            Value::Str(s, true) | Value::Raw(s) => FieldValue::Json(s),
+            Value::Bare(s) => FieldValue::Str(s),
         }
     }
 
@@ -28,7 +41,7 @@ impl<'a> Value<'a> {
     pub fn str_inner(&self) -> Option<&'a str> {
         match *self {
             Value::Str(s, _) => Some(&s[1..s.len() - 1]),
-            Value::Raw(_) => None,
+            Value::Raw(_) | Value::Bare(_) => None,
         }
     }
 
@@ -36,6 +49,7 @@ impl<'a> Value<'a> {
     pub fn plain_str(&self) -> Option<&'a str> {
         match *self {
             Value::Str(s, false) => Some(&s[1..s.len() - 1]),
+            Value::Bare(s) => Some(s),
             _ => None,
         }
     }
@@ -53,63 +67,107 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// End (exclusive, after the closing quote) of the string starting at `b[i] == '"'`,
-/// and whether it holds escapes.
+/// and whether it holds escapes. Rejects raw control characters and bad escapes, so a
+/// raw string can be copied into the output as valid JSON.
 fn string_end(b: &[u8], i: usize) -> Result<(usize, bool), NotJson> {
     let mut j = i + 1;
     let mut esc = false;
     loop {
-        let k = memchr::memchr2(b'"', b'\\', &b[j..]).ok_or(NotJson)? + j;
-        if b[k] == b'\\' {
-            esc = true;
-            j = k + 2;
-            if j > b.len() {
-                return Err(NotJson);
+        let k = crate::ndjson::next_escape(b, j).ok_or(NotJson)?;
+        match b[k] {
+            b'"' => return Ok((k + 1, esc)),
+            b'\\' => {
+                esc = true;
+                j = match b.get(k + 1).ok_or(NotJson)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => k + 2,
+                    b'u' if b.get(k + 2..k + 6).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) => k + 6,
+                    _ => return Err(NotJson),
+                };
             }
-        } else {
-            return Ok((k + 1, esc));
+            _ => return Err(NotJson),
         }
     }
 }
 
-/// End of the value starting at `b[i]`.
-fn value_end(b: &[u8], i: usize) -> Result<usize, NotJson> {
-    match b.get(i).ok_or(NotJson)? {
-        b'"' => Ok(string_end(b, i)?.0),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            while j < b.len() {
-                match b[j] {
-                    b'"' => {
-                        j = string_end(b, j)?.0;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Ok(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            Err(NotJson)
-        }
-        _ => {
-            let n = b[i..]
-                .iter()
-                .position(|&c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n'))
-                .unwrap_or(b.len() - i);
-            if n == 0 {
-                Err(NotJson)
-            } else {
-                Ok(i + n)
-            }
+/// End of a JSON number or literal starting at `b[i]`.
+fn scalar_end(b: &[u8], i: usize) -> Result<usize, NotJson> {
+    for lit in [&b"true"[..], b"false", b"null"] {
+        if b[i..].starts_with(lit) {
+            return Ok(i + lit.len());
         }
     }
+    let mut j = i + (b[i] == b'-') as usize;
+    let digits = |j: &mut usize| {
+        let s = *j;
+        while *j < b.len() && b[*j].is_ascii_digit() {
+            *j += 1;
+        }
+        *j > s
+    };
+    if b.get(j) == Some(&b'0') {
+        j += 1;
+    } else if !digits(&mut j) {
+        return Err(NotJson);
+    }
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        if !digits(&mut j) {
+            return Err(NotJson);
+        }
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if !digits(&mut j) {
+            return Err(NotJson);
+        }
+    }
+    Ok(j)
 }
+
+/// Nesting beyond this is refused rather than recursed into.
+const MAX_DEPTH: u32 = 64;
+
+/// End of the (validated) value starting at `b[i]`.
+fn value_end(b: &[u8], i: usize, depth: u32) -> Result<usize, NotJson> {
+    match *b.get(i).ok_or(NotJson)? {
+        b'"' => Ok(string_end(b, i)?.0),
+        open @ (b'{' | b'[') => {
+            if depth >= MAX_DEPTH {
+                return Err(NotJson);
+            }
+            let close = if open == b'{' { b'}' } else { b']' };
+            let mut j = skip_ws(b, i + 1);
+            if b.get(j) == Some(&close) {
+                return Ok(j + 1);
+            }
+            loop {
+                if open == b'{' {
+                    if b.get(j) != Some(&b'"') {
+                        return Err(NotJson);
+                    }
+                    j = skip_ws(b, string_end(b, j)?.0);
+                    if b.get(j) != Some(&b':') {
+                        return Err(NotJson);
+                    }
+                    j = skip_ws(b, j + 1);
+                }
+                j = skip_ws(b, value_end(b, j, depth + 1)?);
+                match b.get(j) {
+                    Some(b',') => j = skip_ws(b, j + 1),
+                    Some(&c) if c == close => return Ok(j + 1),
+                    _ => return Err(NotJson),
+                }
+            }
+        }
+        _ => scalar_end(b, i),
+    }
+}
+
+/// Python's `json` writes these for non-finite floats; they are not JSON.
+const BARE_WORDS: [&str; 3] = ["NaN", "Infinity", "-Infinity"];
 
 /// Calls `f(key, value)` for each top-level member of the object in `s`, in order.
 /// Keys are raw (escapes left in place; Ray's keys have none).
@@ -134,12 +192,14 @@ pub fn members<'a>(s: &'a str, mut f: impl FnMut(&'a str, Value<'a>)) -> Result<
             return Err(NotJson);
         }
         i = skip_ws(b, i + 1);
-        let vend = value_end(b, i)?;
-        let v = if b[i] == b'"' {
-            let (_, esc) = string_end(b, i)?;
-            Value::Str(&s[i..vend], esc)
+        let (v, vend) = if b.get(i) == Some(&b'"') {
+            let (vend, esc) = string_end(b, i)?;
+            (Value::Str(&s[i..vend], esc), vend)
+        } else if let Some(w) = BARE_WORDS.iter().find(|w| s[i..].starts_with(**w)) {
+            (Value::Bare(w), i + w.len())
         } else {
-            Value::Raw(&s[i..vend])
+            let vend = value_end(b, i, 0)?;
+            (Value::Raw(&s[i..vend]), vend)
         };
         f(key, v);
         i = skip_ws(b, vend);
@@ -234,15 +294,19 @@ mod tests {
 
     #[test]
     fn rejects_broken() {
-        for bad in [
-            r#"{"a": "#,
-            r#"{"a" 1}"#,
-            "not json",
-            r#"{"a": 1} tail"#,
-            r#"{"a": "unterminated}"#,
-        ] {
+        for bad in [r#"{"a": "#, r#"{"a" 1}"#, "not json", r#"{"a": 1} tail"#, r#"{"a": "unterminated}"#] {
             assert_eq!(members(bad, |_, _| {}), Err(NotJson), "{bad}");
         }
+    }
+
+    #[test]
+    fn python_non_finite_floats_are_text() {
+        let mut got = vec![];
+        members(r#"{"loss": NaN, "x": -Infinity, "n": -1.5e3}"#, |k, v| got.push((k, v))).unwrap();
+        assert_eq!(
+            got,
+            vec![("loss", Value::Bare("NaN")), ("x", Value::Bare("-Infinity")), ("n", Value::Raw("-1.5e3"))]
+        );
     }
 
     #[test]

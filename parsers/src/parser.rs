@@ -14,7 +14,7 @@ use crate::classify::{FileKind, FileMeta};
 use crate::correlate::Correlator;
 use crate::formats::{self, Draft, LineFormat, ParseCtx};
 use crate::id::{Id, JOB_HEX};
-use crate::record::{Ids, Record};
+use crate::record::{FieldValue, Ids, Record};
 use crate::time::{Timestamp, Zone};
 
 /// Default cap on one line (and on one joined record).
@@ -32,10 +32,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options {
-            zone: Zone::Utc,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-        }
+        Options { zone: Zone::Utc, max_line_bytes: DEFAULT_MAX_LINE_BYTES }
     }
 }
 
@@ -66,10 +63,88 @@ pub struct FileContext {
 #[derive(Debug, Default)]
 struct Pending {
     bytes: Vec<u8>,
+    /// The record is `data[start..end]` of the chunk being pushed (not yet copied).
+    in_chunk: Option<(usize, usize)>,
     offset: u64,
     lines: u32,
     truncated: bool,
     open: bool,
+}
+
+/// Where a line's bytes are: inside the chunk being pushed, or in a held buffer.
+#[derive(Clone, Copy)]
+enum Line<'a> {
+    InChunk(usize, usize),
+    Held(&'a [u8]),
+}
+
+impl<'a> Line<'a> {
+    fn bytes(self, data: &'a [u8]) -> &'a [u8] {
+        match self {
+            Line::InChunk(s, e) => &data[s..e],
+            Line::Held(b) => b,
+        }
+    }
+}
+
+/// What one push/finish call works with.
+struct Io<'a> {
+    corr: &'a mut Correlator,
+    opts: &'a Options,
+    out: &'a mut dyn FnMut(&Record<'_>),
+    /// The chunk being pushed (empty outside `push`).
+    data: &'a [u8],
+}
+
+impl Pending {
+    /// Opens a record with its first line. A line inside the chunk is not copied:
+    /// most records start and end in the same chunk and are parsed from it directly.
+    fn start(&mut self, line: &[u8], span: Option<(usize, usize)>, offset: u64, cut: bool) {
+        self.bytes.clear();
+        self.in_chunk = span;
+        if span.is_none() {
+            self.bytes.extend_from_slice(line);
+        }
+        self.offset = offset;
+        self.lines = 1;
+        self.truncated = cut;
+        self.open = true;
+    }
+
+    /// Adds a continuation line, keeping the record a chunk slice when the line
+    /// directly follows it; records are capped at `max` bytes.
+    fn append(&mut self, line: &[u8], span: Option<(usize, usize)>, cut: bool, data: &[u8], max: usize) {
+        self.lines += 1;
+        self.truncated |= cut;
+        match (self.in_chunk, span) {
+            (Some((s, e)), Some((ls, le))) if ls == e + 1 && le - s <= max => {
+                self.in_chunk = Some((s, le));
+                return;
+            }
+            _ => self.materialize(data),
+        }
+        if self.bytes.len() + 1 + line.len() <= max {
+            self.bytes.push(b'\n');
+            self.bytes.extend_from_slice(line);
+        } else {
+            self.truncated = true;
+        }
+    }
+
+    /// Copies a chunk-slice record into the owned buffer (before the chunk goes away).
+    fn materialize(&mut self, data: &[u8]) {
+        if let Some((s, e)) = self.in_chunk.take() {
+            self.bytes.clear();
+            self.bytes.extend_from_slice(&data[s..e]);
+        }
+    }
+
+    fn text<'a>(&'a self, data: &'a [u8]) -> &'a [u8] {
+        match self.in_chunk {
+            Some((s, e)) => &data[s..e],
+            None => &self.bytes,
+        }
+    }
 }
 
 /// Parses one file incrementally. See the module docs.
@@ -154,41 +229,33 @@ impl FileParser {
     }
 
     /// Feeds the next chunk of the file; emits every record completed by it.
-    pub fn push(
-        &mut self,
-        data: &[u8],
-        corr: &mut Correlator,
-        opts: &Options,
-        out: &mut dyn FnMut(&Record<'_>),
-    ) {
+    pub fn push(&mut self, data: &[u8], corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
         self.stats.bytes += data.len() as u64;
+        let mut io = Io { corr, opts, out, data };
         let mut pos = 0;
         while pos < data.len() {
             let Some(nl) = memchr::memchr(b'\n', &data[pos..]) else {
                 self.hold_partial(&data[pos..], self.offset + pos as u64, opts);
                 break;
             };
-            let line = &data[pos..pos + nl];
             let line_offset = self.offset + pos as u64;
             if self.partial.is_empty() && !self.partial_truncated {
-                let cut = line.len() > opts.max_line_bytes;
-                let line = if cut {
-                    &line[..opts.max_line_bytes]
-                } else {
-                    line
-                };
-                self.on_line(line, line_offset, cut, corr, opts, out);
+                let cut = nl > opts.max_line_bytes;
+                let end = pos + if cut { opts.max_line_bytes } else { nl };
+                self.on_line(Line::InChunk(pos, end), line_offset, cut, &mut io);
             } else {
-                self.hold_partial(line, 0, opts);
-                let mut held = std::mem::take(&mut self.partial);
+                self.hold_partial(&data[pos..pos + nl], 0, opts);
+                let held = std::mem::take(&mut self.partial);
                 let (off, cut) = (self.partial_offset, self.partial_truncated);
                 self.partial_truncated = false;
-                self.on_line(&held, off, cut, corr, opts, out);
-                held.clear();
+                self.on_line(Line::Held(&held), off, cut, &mut io);
                 self.partial = held;
+                self.partial.clear();
             }
             pos += nl + 1;
         }
+        // The next chunk replaces `data`: keep the open record's bytes.
+        self.pending.materialize(data);
         self.offset += data.len() as u64;
     }
 
@@ -202,80 +269,56 @@ impl FileParser {
         if bytes.len() > room {
             self.partial_truncated = true;
         }
-        self.partial
-            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 
     /// The file is complete: emits the last line even without its newline, and the
     /// record held open.
-    pub fn finish(
-        &mut self,
-        corr: &mut Correlator,
-        opts: &Options,
-        out: &mut dyn FnMut(&Record<'_>),
-    ) {
+    pub fn finish(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        let mut io = Io { corr, opts, out, data: &[] };
         if !self.partial.is_empty() || self.partial_truncated {
             let held = std::mem::take(&mut self.partial);
             let (off, cut) = (self.partial_offset, self.partial_truncated);
             self.partial_truncated = false;
-            self.on_line(&held, off, cut, corr, opts, out);
+            self.on_line(Line::Held(&held), off, cut, &mut io);
         }
-        self.flush(corr, opts, out);
+        self.emit_pending(&mut io);
     }
 
     /// Emits the record held open (no more lines are expected soon); a partial line
     /// stays held.
-    pub fn flush(
-        &mut self,
-        corr: &mut Correlator,
-        opts: &Options,
-        out: &mut dyn FnMut(&Record<'_>),
-    ) {
-        self.emit_pending(corr, opts, out);
+    pub fn flush(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        self.emit_pending(&mut Io { corr, opts, out, data: &[] });
     }
 
-    fn on_line(
-        &mut self,
-        line: &[u8],
-        offset: u64,
-        cut: bool,
-        corr: &mut Correlator,
-        opts: &Options,
-        out: &mut dyn FnMut(&Record<'_>),
-    ) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
+    fn on_line(&mut self, line: Line<'_>, offset: u64, cut: bool, io: &mut Io<'_>) {
+        let raw = line.bytes(io.data);
+        let has_cr = raw.last() == Some(&b'\r');
+        let text = if has_cr { &raw[..raw.len() - 1] } else { raw };
         self.stats.lines += 1;
         self.stats.truncated_lines += cut as u64;
         let kind = self.meta.kind;
         if kind == FileKind::Worker {
-            if let Some(m) = Marker::parse(line) {
-                self.emit_pending(corr, opts, out);
+            if let Some(m) = Marker::parse(text) {
+                self.emit_pending(io);
+                io.corr.learn_marker(self.meta.worker_id, &m);
                 self.apply_marker(m);
                 self.joiner.reset();
                 self.stats.markers += 1;
                 return;
             }
         }
-        if self.joiner.continues(kind, line, self.pending.open) {
-            let p = &mut self.pending;
-            p.lines += 1;
-            p.truncated |= cut;
-            if p.bytes.len() + 1 + line.len() <= opts.max_line_bytes {
-                p.bytes.push(b'\n');
-                p.bytes.extend_from_slice(line);
-            } else {
-                p.truncated = true;
-            }
+        // A record can stay a slice of the chunk only while it is an exact copy of it.
+        let span = match line {
+            Line::InChunk(s, e) if !has_cr && !cut => Some((s, e)),
+            _ => None,
+        };
+        if self.joiner.continues(kind, text, self.pending.open) {
+            self.pending.append(text, span, cut, io.data, io.opts.max_line_bytes);
             return;
         }
-        self.emit_pending(corr, opts, out);
-        let p = &mut self.pending;
-        p.bytes.clear();
-        p.bytes.extend_from_slice(line);
-        p.offset = offset;
-        p.lines = 1;
-        p.truncated = cut;
-        p.open = true;
+        self.emit_pending(io);
+        self.pending.start(text, span, offset, cut);
     }
 
     fn apply_marker(&mut self, m: Marker<'_>) {
@@ -293,48 +336,32 @@ impl FileParser {
     }
 
     /// Parses the pending record and hands it to `out`.
-    fn emit_pending(
-        &mut self,
-        corr: &mut Correlator,
-        opts: &Options,
-        out: &mut dyn FnMut(&Record<'_>),
-    ) {
+    fn emit_pending(&mut self, io: &mut Io<'_>) {
         if !self.pending.open {
             return;
         }
         self.pending.open = false;
-        let FileParser {
-            meta,
-            node_id,
-            mtime,
-            pending,
-            ctx,
-            scratch,
-            lossy,
-            stats,
-            ..
-        } = self;
-        let text = match std::str::from_utf8(&pending.bytes) {
+        let (corr, opts) = (&mut *io.corr, io.opts);
+        let FileParser { meta, node_id, mtime, pending, ctx, scratch, lossy, stats, .. } = self;
+        let bytes = pending.text(io.data);
+        let text = match simdutf8::basic::from_utf8(bytes) {
             Ok(s) => s,
             Err(_) => {
                 stats.invalid_utf8 += 1;
                 lossy.clear();
-                lossy.push_str(&String::from_utf8_lossy(&pending.bytes));
+                lossy.push_str(&String::from_utf8_lossy(bytes));
                 lossy.as_str()
             }
         };
-        let cx = ParseCtx {
-            zone: &opts.zone,
-            kind: meta.kind,
-        };
+        let cx = ParseCtx { zone: &opts.zone, kind: meta.kind };
         let mut d = Draft::default();
-        formats::parse(
-            LineFormat::detect(meta.kind, text.as_bytes()),
-            text,
-            scratch,
-            &cx,
-            &mut d,
-        );
+        let format = LineFormat::detect(meta.kind, text.as_bytes());
+        formats::parse(format, text, scratch, &cx, &mut d);
+        if format == LineFormat::Plain && meta.kind.headered() {
+            // Only a file's first record can lack its format's header: the file
+            // starts mid-record (rotation split a record) or holds free text.
+            d.fields.push("headerless", FieldValue::Json("true"));
+        }
         corr.learn(meta, d.message, &d.ids);
         let ids = tag_ids(meta, *node_id, ctx, corr, d.ids);
         let (timestamp, inferred) = match d.timestamp {
@@ -355,12 +382,15 @@ impl FileParser {
             ids,
             pid: d.pid.or(meta.pid),
             task_name: d.task_name.or(ctx.task_name.as_deref()),
-            actor_name: d.actor_name.or(ctx.actor_name.as_deref()),
+            actor_name: d
+                .actor_name
+                .or(ctx.actor_name.as_deref())
+                .or_else(|| meta.worker_id.and_then(|w| corr.class_of(&w))),
             fields: d.fields,
             truncated: pending.truncated,
         };
         stats.records += 1;
-        out(&rec);
+        (io.out)(&rec);
     }
 }
 
@@ -369,13 +399,7 @@ impl FileParser {
 /// In files a worker owns (its stdout/stderr and core-worker log) the worker id and
 /// the hosted actor come from the file, not from the text, which may name peers;
 /// elsewhere the text wins and the file only fills gaps.
-fn tag_ids(
-    meta: &FileMeta,
-    node: Option<Id>,
-    ctx: &FileContext,
-    corr: &Correlator,
-    text_ids: Ids,
-) -> Ids {
+fn tag_ids(meta: &FileMeta, node: Option<Id>, ctx: &FileContext, corr: &Correlator, text_ids: Ids) -> Ids {
     let mut ids = text_ids;
     if let Some(w) = meta.worker_id {
         ids.worker_id = Some(w);
@@ -384,6 +408,9 @@ fn tag_ids(
         }
     }
     ids.job_id = ids.job_id.or(meta.job_id).or(ctx.job_id);
+    if let (None, Some(w)) = (ids.job_id, meta.worker_id) {
+        ids.job_id = corr.job_of(&w);
+    }
     ids.task_id = ids.task_id.or(ctx.task_id);
     ids.node_id = ids.node_id.or(node);
     ids.derive();

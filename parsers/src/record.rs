@@ -101,7 +101,7 @@ pub struct Field<'a> {
 }
 
 /// Inline capacity for extracted fields; more spill to the heap.
-pub const INLINE_FIELDS: usize = 12;
+pub const INLINE_FIELDS: usize = 8;
 
 /// Extracted pairs, held inline in the common case.
 #[derive(Clone, Debug, Default)]
@@ -128,10 +128,7 @@ impl<'a> Fields<'a> {
 
     /// All pairs in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = &Field<'a>> {
-        self.inline[..self.len]
-            .iter()
-            .flatten()
-            .chain(self.spill.iter())
+        self.inline[..self.len].iter().flatten().chain(self.spill.iter())
     }
 
     pub fn is_empty(&self) -> bool {

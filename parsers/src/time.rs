@@ -33,10 +33,7 @@ pub struct ZoneError {
 impl Zone {
     /// Parses `UTC`, an IANA name, or a fixed offset like `+05:30`.
     pub fn parse(name: &str) -> Result<Zone, ZoneError> {
-        let err = |reason: String| ZoneError {
-            name: name.to_string(),
-            reason,
-        };
+        let err = |reason: String| ZoneError { name: name.to_string(), reason };
         if name.eq_ignore_ascii_case("utc") || name == "Z" {
             return Ok(Zone::Utc);
         }
@@ -44,9 +41,7 @@ impl Zone {
             let off = parse_offset(name).ok_or_else(|| err("bad offset".into()))?;
             return Ok(Zone::Tz(jiff::tz::TimeZone::fixed(off)));
         }
-        jiff::tz::TimeZone::get(name)
-            .map(Zone::Tz)
-            .map_err(|e| err(e.to_string()))
+        jiff::tz::TimeZone::get(name).map(Zone::Tz).map_err(|e| err(e.to_string()))
     }
 
     /// Converts a naive civil time to UTC nanoseconds.
@@ -132,23 +127,14 @@ pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
         second: digits(&b[17..19])?,
         nanos: 0,
     };
-    if !(1..=12).contains(&c.month)
-        || !(1..=31).contains(&c.day)
-        || c.hour > 23
-        || c.minute > 59
-        || c.second > 60
-    {
+    if !(1..=12).contains(&c.month) || !(1..=31).contains(&c.day) || c.hour > 23 || c.minute > 59 || c.second > 60 {
         return None;
     }
     let mut used = 19;
     let mut c = c;
     if b.len() > 20 && (b[19] == b',' || b[19] == b'.') && b[20].is_ascii_digit() {
         let frac = &b[20..];
-        let n = frac
-            .iter()
-            .take(9)
-            .take_while(|d| d.is_ascii_digit())
-            .count();
+        let n = frac.iter().take(9).take_while(|d| d.is_ascii_digit()).count();
         let v = digits(&frac[..n])?;
         c.nanos = v * 10u32.pow(9 - n as u32);
         used = 20 + n;
@@ -190,12 +176,10 @@ impl Timestamp {
     pub fn write_rfc3339(&self, out: &mut Vec<u8>) {
         let secs = self.0.div_euclid(1_000_000_000);
         let nanos = self.0.rem_euclid(1_000_000_000) as u32;
-        let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+        let day = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400) as u32;
         let mut buf = *b"0000-00-00T00:00:00.000000000Z";
-        put(&mut buf[0..4], y.clamp(0, 9999) as u32);
-        put(&mut buf[5..7], mo);
-        put(&mut buf[8..10], d);
+        buf[..10].copy_from_slice(&date_of_day(day));
         put(&mut buf[11..13], sod / 3600);
         put(&mut buf[14..16], sod / 60 % 60);
         put(&mut buf[17..19], sod % 60);
@@ -237,6 +221,27 @@ impl Timestamp {
     }
 }
 
+/// `YYYY-MM-DD` of a day number, cached per thread: consecutive records are almost
+/// always on the same day, and the calendar arithmetic is the costly part.
+fn date_of_day(day: i64) -> [u8; 10] {
+    thread_local! {
+        static LAST: std::cell::Cell<(i64, [u8; 10])> = const { std::cell::Cell::new((i64::MIN, [0; 10])) };
+    }
+    LAST.with(|c| {
+        let (d, s) = c.get();
+        if d == day {
+            return s;
+        }
+        let (y, mo, dd) = civil_from_days(day);
+        let mut s = *b"0000-00-00";
+        put(&mut s[0..4], y.clamp(0, 9999) as u32);
+        put(&mut s[5..7], mo);
+        put(&mut s[8..10], dd);
+        c.set((day, s));
+        s
+    })
+}
+
 fn put(dst: &mut [u8], mut v: u32) {
     for slot in dst.iter_mut().rev() {
         *slot = b'0' + (v % 10) as u8;
@@ -261,33 +266,18 @@ mod tests {
         let ts = Zone::Utc.to_utc(c).unwrap();
         assert_eq!(ts.to_rfc3339(), "2026-11-30T09:05:33.150Z");
         let (c, _) = parse_civil(b"2020-02-29 23:59:59.123456").unwrap();
-        assert_eq!(
-            Zone::Utc.to_utc(c).unwrap().to_rfc3339(),
-            "2020-02-29T23:59:59.123456Z"
-        );
-        assert_eq!(
-            Timestamp(1_796_029_536_393_944_816).to_rfc3339(),
-            "2026-11-30T09:05:36.393944816Z"
-        );
-        assert_eq!(
-            Timestamp::from_secs(0).to_rfc3339(),
-            "1970-01-01T00:00:00.000Z"
-        );
+        assert_eq!(Zone::Utc.to_utc(c).unwrap().to_rfc3339(), "2020-02-29T23:59:59.123456Z");
+        assert_eq!(Timestamp(1_796_029_536_393_944_816).to_rfc3339(), "2026-11-30T09:05:36.393944816Z");
+        assert_eq!(Timestamp::from_secs(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
     }
 
     #[test]
     fn zones() {
         let (c, _) = parse_civil(b"2026-07-01 12:00:00,000").unwrap();
         let paris = Zone::parse("Europe/Paris").unwrap();
-        assert_eq!(
-            paris.to_utc(c).unwrap().to_rfc3339(),
-            "2026-07-01T10:00:00.000Z"
-        );
+        assert_eq!(paris.to_utc(c).unwrap().to_rfc3339(), "2026-07-01T10:00:00.000Z");
         let plus = Zone::parse("+05:30").unwrap();
-        assert_eq!(
-            plus.to_utc(c).unwrap().to_rfc3339(),
-            "2026-07-01T06:30:00.000Z"
-        );
+        assert_eq!(plus.to_utc(c).unwrap().to_rfc3339(), "2026-07-01T06:30:00.000Z");
         assert!(Zone::parse("Mars/Olympus").is_err());
     }
 
@@ -302,17 +292,10 @@ mod tests {
     fn flexible() {
         let z = Zone::Utc;
         assert_eq!(
-            Timestamp::parse_flexible("2026-11-30T09:05:33Z", &z)
-                .unwrap()
-                .to_rfc3339(),
+            Timestamp::parse_flexible("2026-11-30T09:05:33Z", &z).unwrap().to_rfc3339(),
             "2026-11-30T09:05:33.000Z"
         );
-        assert_eq!(
-            Timestamp::parse_flexible("2026-11-30", &z)
-                .unwrap()
-                .to_rfc3339(),
-            "2026-11-30T00:00:00.000Z"
-        );
+        assert_eq!(Timestamp::parse_flexible("2026-11-30", &z).unwrap().to_rfc3339(), "2026-11-30T00:00:00.000Z");
         assert!(Timestamp::parse_flexible("yesterday", &z).is_none());
     }
 }

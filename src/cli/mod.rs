@@ -68,10 +68,7 @@ impl InputArgs {
             "--max-line-bytes {}: must be at least 16 bytes",
             self.max_line_bytes
         );
-        Ok(Options {
-            zone,
-            max_line_bytes: self.max_line_bytes,
-        })
+        Ok(Options { zone, max_line_bytes: self.max_line_bytes })
     }
 }
 
@@ -114,34 +111,17 @@ pub struct FilterArgs {
 impl FilterArgs {
     /// Validates every flag into a [`Filter`].
     pub fn build(&self, zone: &Zone) -> Result<Filter> {
-        let id = |flag, v: &Option<String>, max| {
-            v.as_deref()
-                .map(|v| IdFilter::parse(flag, v, max))
-                .transpose()
-        };
+        let id = |flag, v: &Option<String>, max| v.as_deref().map(|v| IdFilter::parse(flag, v, max)).transpose();
         Ok(Filter {
             actor: id("--actor-id", &self.actor_id, 32)?,
             task: id("--task-id", &self.task_id, 48)?,
             job: id("--job-id", &self.job_id, 8)?,
             worker: id("--worker-id", &self.worker_id, 56)?,
             node: id("--node-id", &self.node_id, 56)?,
-            components: self
-                .component
-                .iter()
-                .map(|c| c.trim().to_string())
-                .filter(|c| !c.is_empty())
-                .collect(),
+            components: self.component.iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect(),
             min_level: self.level.as_deref().map(parse_level).transpose()?,
-            since: self
-                .since
-                .as_deref()
-                .map(|v| parse_time("--since", v, zone))
-                .transpose()?,
-            until: self
-                .until
-                .as_deref()
-                .map(|v| parse_time("--until", v, zone))
-                .transpose()?,
+            since: self.since.as_deref().map(|v| parse_time("--since", v, zone)).transpose()?,
+            until: self.until.as_deref().map(|v| parse_time("--until", v, zone)).transpose()?,
             grep: self.grep.as_deref().map(parse_grep).transpose()?,
         })
     }

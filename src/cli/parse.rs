@@ -86,11 +86,7 @@ pub fn run(a: ParseArgs) -> Result<u8> {
     let opts = a.input.options()?;
     let filter = a.filter.build(&opts.zone)?;
     let disc = discover(&a.input.paths);
-    let cfg = ScanConfig {
-        opts,
-        stdin_name: a.input.stdin_name.clone(),
-        fixed_mtime: None,
-    };
+    let cfg = ScanConfig { opts, stdin_name: a.input.stdin_name.clone(), fixed_mtime: None };
     let stdout = io::stdout();
     let mut out = Output {
         buf: Vec::with_capacity(1 << 20),

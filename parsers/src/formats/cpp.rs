@@ -54,8 +54,8 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     d.level = Some(level);
     d.message = &rest[msg_start..];
     let first = &rest[msg_start..first_end];
-    trailing_pairs(first, |k, v| d.put_pair(k, v.trim_end_matches(',')));
-    scan_prose(first, &mut d.ids);
+    let pairs_at = trailing_pairs(first, |k, v| d.put_pair(k, v.trim_end_matches(',')));
+    scan_prose(&first[..pairs_at], &mut d.ids);
     true
 }
 
@@ -83,10 +83,7 @@ mod tests {
     use crate::time::Zone;
 
     fn run(text: &str) -> Draft<'_> {
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Cpp,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Cpp };
         let mut d = Draft::default();
         assert!(parse(text, &cx, &mut d), "{text}");
         d
@@ -95,39 +92,27 @@ mod tests {
     #[test]
     fn header_pairs_and_component() {
         let d = run("[2026-11-30 09:05:35,278 I 4214 4214] (raylet) worker_pool.cc:564: Started worker process with pid 4468 worker_id=abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2");
-        assert_eq!(
-            d.timestamp.unwrap().to_rfc3339(),
-            "2026-11-30T09:05:35.278Z"
-        );
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:35.278Z");
         assert_eq!(d.level, Some(Level::Info));
         assert_eq!(d.pid, Some(4214));
-        assert_eq!(d.message, "Started worker process with pid 4468 worker_id=abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2");
         assert_eq!(
-            d.ids.worker_id.unwrap().as_str(),
-            "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2"
+            d.message,
+            "Started worker process with pid 4468 worker_id=abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2"
         );
-        assert_eq!(
-            d.fields.get("source"),
-            Some(FieldValue::Str("worker_pool.cc:564"))
-        );
+        assert_eq!(d.ids.worker_id.unwrap().as_str(), "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2");
+        assert_eq!(d.fields.get("source"), Some(FieldValue::Str("worker_pool.cc:564")));
     }
 
     #[test]
     fn no_component_and_continuation() {
         let d = run("[2026-11-30 09:05:37,813 C 4748 4750] core_worker.cc:3247: Check failed\n*** StackTrace Information ***\n  frame 0");
         assert_eq!(d.level, Some(Level::Fatal));
-        assert_eq!(
-            d.message,
-            "Check failed\n*** StackTrace Information ***\n  frame 0"
-        );
+        assert_eq!(d.message, "Check failed\n*** StackTrace Information ***\n  frame 0");
     }
 
     #[test]
     fn malformed_headers_fall_back() {
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Cpp,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Cpp };
         for bad in [
             "[2026-11-30 09:05:37,813 Q 1 1] x",
             "[2026-11-30 09:05:37,813 I 1 1 no bracket",

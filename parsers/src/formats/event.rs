@@ -13,12 +13,7 @@ use crate::record::{FieldValue, Level};
 use crate::time::{parse_civil, Timestamp};
 
 /// Parses one event. Returns false when `text` is not a JSON object.
-pub fn parse<'a>(
-    text: &'a str,
-    scratch: &'a mut String,
-    cx: &ParseCtx<'_>,
-    d: &mut Draft<'a>,
-) -> bool {
+pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     let mut message: Option<Value<'a>> = None;
     let mut custom: Option<&'a str> = None;
     let parsed = members(text, |k, v| match k {
@@ -38,7 +33,7 @@ pub fn parse<'a>(
         "pid" => d.pid = v.raw().trim_matches('"').parse().ok(),
         _ => match v.plain_str() {
             Some(s) => d.put_pair(k, s),
-            None => d.fields.push(k, FieldValue::Json(v.raw())),
+            None => d.fields.push(k, v.to_field()),
         },
     });
     if parsed.is_err() {
@@ -47,7 +42,7 @@ pub fn parse<'a>(
     if let Some(c) = custom {
         let ok = members(c, |k, v| match v.plain_str() {
             Some(s) => d.put_pair(k, s),
-            None => d.fields.push(k, FieldValue::Json(v.raw())),
+            None => d.fields.push(k, v.to_field()),
         });
         if ok.is_err() {
             d.fields.push("custom_fields", FieldValue::Json(c));
@@ -65,10 +60,7 @@ mod tests {
     use crate::time::Zone;
 
     fn run<'a>(line: &'a str, scratch: &'a mut String) -> Draft<'a> {
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Event,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Event };
         let mut d = Draft::default();
         assert!(parse(line, scratch, &cx, &mut d));
         d
@@ -82,18 +74,9 @@ mod tests {
         assert_eq!(d.level, Some(Level::Error));
         assert_eq!(d.pid, Some(4214));
         assert_eq!(d.ids.job_id.unwrap().as_str(), "01000000");
-        assert_eq!(
-            d.ids.worker_id.unwrap().as_str(),
-            "78d4630a58840d032a9dd87f4bf08d0f07a48465f2b862515c3b4935"
-        );
-        assert_eq!(
-            d.fields.get("label"),
-            Some(FieldValue::Str("RAY_WORKER_FAILURE"))
-        );
-        assert_eq!(
-            d.timestamp.unwrap().to_rfc3339(),
-            "2026-11-30T09:05:37.000Z"
-        );
+        assert_eq!(d.ids.worker_id.unwrap().as_str(), "78d4630a58840d032a9dd87f4bf08d0f07a48465f2b862515c3b4935");
+        assert_eq!(d.fields.get("label"), Some(FieldValue::Str("RAY_WORKER_FAILURE")));
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:37.000Z");
         assert_eq!(d.message, "A worker died. Worker PID: 4748");
     }
 
@@ -104,10 +87,7 @@ mod tests {
         let d = run(line, &mut s);
         assert_eq!(d.ids.job_id.unwrap().as_str(), "02000000");
         assert_eq!(d.ids.task_id, None);
-        assert_eq!(
-            d.timestamp.unwrap().to_rfc3339(),
-            "2023-05-01T10:00:00.123456Z"
-        );
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2023-05-01T10:00:00.123456Z");
         assert_eq!(d.level, Some(Level::Warning));
     }
 }

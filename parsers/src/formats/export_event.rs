@@ -16,16 +16,8 @@ use crate::time::Timestamp;
 use std::fmt::Write;
 
 /// Members of `event_data` worth showing in the message.
-const SUMMARY_KEYS: [&str; 8] = [
-    "state",
-    "class_name",
-    "name",
-    "func_or_class_name",
-    "entrypoint",
-    "is_dead",
-    "node_name",
-    "attempt_number",
-];
+const SUMMARY_KEYS: [&str; 8] =
+    ["state", "class_name", "name", "func_or_class_name", "entrypoint", "is_dead", "node_name", "attempt_number"];
 
 /// Parses one export event. Returns false when `text` is not a JSON object.
 pub fn parse<'a>(text: &'a str, scratch: &'a mut String, d: &mut Draft<'a>) -> bool {
@@ -34,16 +26,8 @@ pub fn parse<'a>(text: &'a str, scratch: &'a mut String, d: &mut Draft<'a>) -> b
     let parsed = members(text, |k, v| match k {
         "event_data" => data = Some(v.raw()),
         "source_type" => source = v.plain_str().unwrap_or(""),
-        "timestamp" => {
-            d.timestamp = v
-                .raw()
-                .trim_matches('"')
-                .parse()
-                .ok()
-                .map(Timestamp::from_secs)
-        }
-        "event_id" => d.fields.push("event_id", FieldValue::Json(v.raw())),
-        _ => d.fields.push(k, FieldValue::Json(v.raw())),
+        "timestamp" => d.timestamp = v.raw().trim_matches('"').parse().ok().map(Timestamp::from_secs),
+        _ => d.fields.push(k, v.to_field()),
     });
     if parsed.is_err() {
         return false;
@@ -71,18 +55,11 @@ fn walk_data<'a>(obj: &'a str, d: &mut Draft<'a>, msg: &mut String, depth: u8) {
         match k {
             "component_id" => store_b64(IdKind::Worker, v, &mut d.ids),
             "worker_pid" | "pid" | "driver_pid" => {
-                let p = v
-                    .raw()
-                    .trim_matches('"')
-                    .parse()
-                    .ok()
-                    .filter(|&p: &u32| p != 0);
+                let p = v.raw().trim_matches('"').parse().ok().filter(|&p: &u32| p != 0);
                 d.pid = d.pid.or(p);
             }
             "func_or_class_name" if depth > 0 => d.task_name = d.task_name.or(v.plain_str()),
-            _ if depth == 0 && matches!(v, Value::Raw(r) if r.starts_with('{')) => {
-                walk_data(v.raw(), d, msg, 1)
-            }
+            _ if depth == 0 && matches!(v, Value::Raw(r) if r.starts_with('{')) => walk_data(v.raw(), d, msg, 1),
             _ => {}
         }
         if SUMMARY_KEYS.contains(&k) {
@@ -110,20 +87,11 @@ mod tests {
         let mut s = String::new();
         let mut d = Draft::default();
         assert!(parse(line, &mut s, &mut d));
-        assert_eq!(
-            d.ids.actor_id.unwrap().as_str(),
-            "1b7eb88dc31d2402f6fc27a801000000"
-        );
+        assert_eq!(d.ids.actor_id.unwrap().as_str(), "1b7eb88dc31d2402f6fc27a801000000");
         assert_eq!(d.ids.job_id.unwrap().as_str(), "01000000");
-        assert_eq!(
-            d.ids.node_id.unwrap().as_str(),
-            "bb2b16e1d9dcd7fdbf661ce4e02d138b3449fb05cbe01044adfc0c3b"
-        );
+        assert_eq!(d.ids.node_id.unwrap().as_str(), "bb2b16e1d9dcd7fdbf661ce4e02d138b3449fb05cbe01044adfc0c3b");
         assert_eq!(d.pid, Some(7790));
-        assert_eq!(
-            d.message,
-            "EXPORT_ACTOR class_name=Counter pid=7790 state=ALIVE".replace(" pid=7790", "")
-        );
+        assert_eq!(d.message, "EXPORT_ACTOR class_name=Counter pid=7790 state=ALIVE".replace(" pid=7790", ""));
     }
 
     #[test]
@@ -132,10 +100,7 @@ mod tests {
         let mut s = String::new();
         let mut d = Draft::default();
         assert!(parse(line, &mut s, &mut d));
-        assert_eq!(
-            d.ids.task_id.unwrap().as_str(),
-            "ffffffffffffffff1b7eb88dc31d2402f6fc27a801000000"
-        );
+        assert_eq!(d.ids.task_id.unwrap().as_str(), "ffffffffffffffff1b7eb88dc31d2402f6fc27a801000000");
         assert_eq!(d.ids.worker_id.unwrap().as_str().len(), 56);
         assert_eq!(d.pid, Some(7790));
     }

@@ -8,16 +8,11 @@
 
 use super::{Draft, ParseCtx};
 use crate::json::{members, unescape_into, Value};
-use crate::record::{FieldValue, Level};
+use crate::record::Level;
 use crate::time::{parse_civil, Timestamp};
 
 /// Parses one JSON log object. Returns false when `text` is not a JSON object.
-pub fn parse<'a>(
-    text: &'a str,
-    scratch: &'a mut String,
-    cx: &ParseCtx<'_>,
-    d: &mut Draft<'a>,
-) -> bool {
+pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     let mut message: Option<Value<'a>> = None;
     let mut exc: Option<Value<'a>> = None;
     let mut ns: Option<i64> = None;
@@ -31,14 +26,12 @@ pub fn parse<'a>(
         }
         "timestamp_ns" => ns = v.raw().trim_matches('"').parse().ok(),
         "levelname" | "level" | "severity" => {
-            d.level = d
-                .level
-                .or_else(|| v.plain_str().and_then(|s| Level::from_name(s.as_bytes())))
+            d.level = d.level.or_else(|| v.plain_str().and_then(|s| Level::from_name(s.as_bytes())))
         }
         "process" | "pid" => d.pid = v.raw().trim_matches('"').parse().ok(),
         _ => match v.plain_str() {
             Some(s) => d.put_pair(k, s),
-            None => d.fields.push(k, FieldValue::Json(v.raw())),
+            None => d.fields.push(k, v.to_field()),
         },
     });
     if parsed.is_err() {
@@ -53,11 +46,7 @@ pub fn parse<'a>(
 
 /// The decoded message, with an exception text on the lines after it. Borrows the
 /// line when nothing needs decoding.
-pub(super) fn join_message<'a>(
-    message: Option<Value<'a>>,
-    exc: Option<Value<'a>>,
-    scratch: &'a mut String,
-) -> &'a str {
+pub(super) fn join_message<'a>(message: Option<Value<'a>>, exc: Option<Value<'a>>, scratch: &'a mut String) -> &'a str {
     let exc = exc.filter(|e| e.str_inner().is_some_and(|s| !s.is_empty()));
     match (message, exc) {
         (Some(Value::Str(_, false)), None) => message.and_then(|m| m.plain_str()).unwrap_or(""),
@@ -86,15 +75,13 @@ pub(super) fn join_message<'a>(
 mod tests {
     use super::*;
     use crate::classify::FileKind;
+    use crate::record::FieldValue;
     use crate::time::Zone;
 
     #[test]
     fn structured_json() {
         let line = r#"{"asctime": "2026-11-30 09:06:00,509", "levelname": "WARNING", "message": "counter alpha at 1", "filename": "workload.py", "lineno": 28, "process": 7790, "job_id": "01000000", "worker_id": "84772710e0adfe9ee6ac063bdbcdc78abeae6dbc31b91231c629bb8e", "actor_id": "1b7eb88dc31d2402f6fc27a801000000", "task_name": "Counter.incr", "timestamp_ns": 1796029560509334082, "user": {"a": 1}}"#;
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Worker,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Worker };
         let mut scratch = String::new();
         let mut d = Draft::default();
         assert!(parse(line, &mut scratch, &cx, &mut d));
@@ -102,30 +89,18 @@ mod tests {
         assert_eq!(d.level, Some(Level::Warning));
         assert_eq!(d.pid, Some(7790));
         assert_eq!(d.task_name, Some("Counter.incr"));
-        assert_eq!(
-            d.ids.actor_id.unwrap().as_str(),
-            "1b7eb88dc31d2402f6fc27a801000000"
-        );
+        assert_eq!(d.ids.actor_id.unwrap().as_str(), "1b7eb88dc31d2402f6fc27a801000000");
         assert_eq!(d.fields.get("user"), Some(FieldValue::Json(r#"{"a": 1}"#)));
-        assert_eq!(
-            d.timestamp.unwrap().to_rfc3339(),
-            "2026-11-30T09:06:00.509334082Z"
-        );
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:06:00.509334082Z");
     }
 
     #[test]
     fn exc_text_joins() {
         let line = r#"{"asctime": "2026-11-30 09:06:00,509", "levelname": "ERROR", "message": "failed \u00e9", "exc_text": "Traceback (most recent call last):\n  File \"x.py\"\nValueError: x"}"#;
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Worker,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Worker };
         let mut scratch = String::new();
         let mut d = Draft::default();
         assert!(parse(line, &mut scratch, &cx, &mut d));
-        assert_eq!(
-            d.message,
-            "failed é\nTraceback (most recent call last):\n  File \"x.py\"\nValueError: x"
-        );
+        assert_eq!(d.message, "failed é\nTraceback (most recent call last):\n  File \"x.py\"\nValueError: x");
     }
 }

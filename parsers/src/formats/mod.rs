@@ -42,11 +42,12 @@ impl<'a> Draft<'a> {
                 kind.store(&mut self.ids, Id::parse(value.as_bytes()));
                 return;
             }
-            if Id::parse(value.as_bytes()).is_none()
-                && value.bytes().all(|c| c == b'f' || c == b'F')
-            {
+            if Id::parse(value.as_bytes()).is_none() && value.bytes().all(|c| c == b'f' || c == b'F') {
                 return; // a nil id is absent, not a field
             }
+        }
+        if value.is_empty() {
+            return; // an empty value says nothing; absent fields are omitted
         }
         match key {
             "task_name" => self.task_name = self.task_name.or(Some(value)),
@@ -135,13 +136,7 @@ pub struct ParseCtx<'s> {
 /// Parses `text` (one record) in format `fmt` into `d`; falls back to plain text when
 /// the specific parser does not recognise it. `scratch` receives decoded text when the
 /// message has to be unescaped (JSON), and `d.message` may then point into it.
-pub fn parse<'a>(
-    fmt: LineFormat,
-    text: &'a str,
-    scratch: &'a mut String,
-    cx: &ParseCtx<'_>,
-    d: &mut Draft<'a>,
-) {
+pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) {
     let ok = match fmt {
         LineFormat::Cpp => cpp::parse(text, cx, d),
         LineFormat::Python => python::parse(text, cx, d),

@@ -51,10 +51,7 @@ mod tests {
     use crate::time::Zone;
 
     fn run(text: &str) -> Draft<'_> {
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::JobDriver,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::JobDriver };
         let mut d = Draft::default();
         parse(text, &cx, &mut d);
         d
@@ -70,10 +67,7 @@ mod tests {
 
     #[test]
     fn python_default_format_level() {
-        assert_eq!(
-            run("ERROR:etl:partition 2 failed").level,
-            Some(Level::Error)
-        );
+        assert_eq!(run("ERROR:etl:partition 2 failed").level, Some(Level::Error));
         assert_eq!(run("Note: nothing").level, None);
         assert_eq!(run("square task got 0").message, "square task got 0");
     }

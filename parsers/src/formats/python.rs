@@ -39,10 +39,7 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     while matches!(b.get(i), Some(b'\t' | b' ')) {
         i += 1;
     }
-    let lvl_end = b[i..]
-        .iter()
-        .position(|c| !c.is_ascii_alphabetic())
-        .map_or(b.len(), |p| p + i);
+    let lvl_end = b[i..].iter().position(|c| !c.is_ascii_alphabetic()).map_or(b.len(), |p| p + i);
     let Some(level) = Level::from_name(&b[i..lvl_end]) else {
         return false;
     };
@@ -81,14 +78,24 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
 /// (before the context keys in 2.60, after `timestamp_ns` in 2.40) become `fields`,
 /// like the extra keys of the JSON encoding.
 fn strip_context<'a>(msg: &'a str, d: &mut Draft<'a>) -> &'a str {
+    const MAX_PAIRS: usize = 24;
     let last_line_start = memchr::memrchr(b'\n', msg.as_bytes()).map_or(0, |p| p + 1);
     let last = &msg[last_line_start..];
+    let mut pairs: [(&str, &str); MAX_PAIRS] = [("", ""); MAX_PAIRS];
+    let mut n = 0;
     let mut has_ray_key = false;
-    let run_start = trailing_pairs(last, |k, _| has_ray_key |= is_ray_context_key(k));
-    if !has_ray_key {
+    let run_start = trailing_pairs(last, |k, v| {
+        has_ray_key |= is_ray_context_key(k);
+        if n < MAX_PAIRS {
+            pairs[n] = (k, v);
+            n += 1;
+        }
+    });
+    if !has_ray_key || n == MAX_PAIRS {
         return msg;
     }
-    trailing_pairs(last, |k, v| {
+    // Right to left as found; apply left to right so the first of a repeated key wins.
+    for &(k, v) in pairs[..n].iter().rev() {
         if k == "timestamp_ns" {
             if let Ok(ns) = v.parse::<i64>() {
                 d.timestamp = Some(Timestamp(ns));
@@ -96,7 +103,7 @@ fn strip_context<'a>(msg: &'a str, d: &mut Draft<'a>) -> &'a str {
         } else {
             d.put_pair(k, v);
         }
-    });
+    }
     msg[..last_line_start + run_start].trim_end_matches([' ', '\n'])
 }
 
@@ -107,10 +114,7 @@ mod tests {
     use crate::time::Zone;
 
     fn run(text: &str) -> Draft<'_> {
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Worker,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Worker };
         let mut d = Draft::default();
         assert!(parse(text, &cx, &mut d), "{text}");
         d
@@ -118,19 +122,11 @@ mod tests {
 
     #[test]
     fn component_line() {
-        let d = run(
-            "2026-11-30 09:05:34,791\tINFO agent.py:177 -- Dashboard agent grpc address: 0.0.0.0:1",
-        );
+        let d = run("2026-11-30 09:05:34,791\tINFO agent.py:177 -- Dashboard agent grpc address: 0.0.0.0:1");
         assert_eq!(d.level, Some(Level::Info));
         assert_eq!(d.message, "Dashboard agent grpc address: 0.0.0.0:1");
-        assert_eq!(
-            d.fields.get("source"),
-            Some(FieldValue::Str("agent.py:177"))
-        );
-        assert_eq!(
-            d.timestamp.unwrap().to_rfc3339(),
-            "2026-11-30T09:05:34.791Z"
-        );
+        assert_eq!(d.fields.get("source"), Some(FieldValue::Str("agent.py:177")));
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:34.791Z");
     }
 
     #[test]
@@ -140,14 +136,8 @@ mod tests {
         assert_eq!(d.fields.get("lr"), Some(FieldValue::Str("3")));
         assert_eq!(d.task_name, Some("Counter.incr"));
         assert_eq!(d.actor_name, Some("beta"));
-        assert_eq!(
-            d.ids.actor_id.unwrap().as_str(),
-            "750d082651ea8a01532ff64101000000"
-        );
-        assert_eq!(
-            d.timestamp.unwrap().to_rfc3339(),
-            "2026-11-30T09:05:37.936183997Z"
-        );
+        assert_eq!(d.ids.actor_id.unwrap().as_str(), "750d082651ea8a01532ff64101000000");
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:05:37.936183997Z");
     }
 
     #[test]
@@ -156,19 +146,16 @@ mod tests {
         assert_eq!(d.message, "squaring 1");
         assert_eq!(d.fields.get("item"), Some(FieldValue::Str("1")));
         let d = run("2026-11-30 10:20:35,732\tINFO x.py:1 -- user says a=1 b=2");
-        assert_eq!(
-            d.message, "user says a=1 b=2",
-            "no Ray key: the pairs are the user's text"
-        );
+        assert_eq!(d.message, "user says a=1 b=2", "no Ray key: the pairs are the user's text");
     }
 
     #[test]
     fn pairs_after_traceback() {
         let d = run("2026-11-30 09:05:37,936\tERROR w.py:9 -- failed\nTraceback (most recent call last):\n  File \"w.py\", line 9, in f\nValueError: bad job_id=01000000 task_id=16310a0f0a45af5cffffffffffffffffffffffff01000000");
-        assert_eq!(d.message, "failed\nTraceback (most recent call last):\n  File \"w.py\", line 9, in f\nValueError: bad");
         assert_eq!(
-            d.ids.task_id.unwrap().as_str(),
-            "16310a0f0a45af5cffffffffffffffffffffffff01000000"
+            d.message,
+            "failed\nTraceback (most recent call last):\n  File \"w.py\", line 9, in f\nValueError: bad"
         );
+        assert_eq!(d.ids.task_id.unwrap().as_str(), "16310a0f0a45af5cffffffffffffffffffffffff01000000");
     }
 }

@@ -50,24 +50,14 @@ mod tests {
 
     #[test]
     fn replica_line() {
-        let line =
-            "INFO 2026-11-30 09:32:09,553 default_Greeter i0dv6vqa f597d2c9-c6b0 -- greeting alice";
+        let line = "INFO 2026-11-30 09:32:09,553 default_Greeter i0dv6vqa f597d2c9-c6b0 -- greeting alice";
         assert!(is_header(line.as_bytes()));
-        let cx = ParseCtx {
-            zone: &Zone::Utc,
-            kind: FileKind::Serve,
-        };
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Serve };
         let mut d = Draft::default();
         assert!(parse(line, &cx, &mut d));
         assert_eq!(d.message, "greeting alice");
-        assert_eq!(
-            d.fields.get("request_id"),
-            Some(FieldValue::Str("f597d2c9-c6b0"))
-        );
-        assert_eq!(
-            d.fields.get("deployment"),
-            Some(FieldValue::Str("default_Greeter"))
-        );
+        assert_eq!(d.fields.get("request_id"), Some(FieldValue::Str("f597d2c9-c6b0")));
+        assert_eq!(d.fields.get("deployment"), Some(FieldValue::Str("default_Greeter")));
         assert!(!is_header(b"Traceback (most recent call last):"));
     }
 }

@@ -1,0 +1,8 @@
+//! The one integration-test binary: golden files, reconciliation against the raw
+//! fixture files, the CLI's contract, and property tests on arbitrary bytes.
+
+mod cli;
+mod golden;
+mod props;
+mod reconcile;
+mod util;
