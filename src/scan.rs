@@ -107,12 +107,14 @@ pub(crate) fn wanted_by_prescan(meta: &FileMeta) -> bool {
     matches!(meta.component.as_str(), "core_worker" | "gcs_server" | "raylet" | "worker")
 }
 
-/// How much of a file pass one reads: worker files only carry markers at the top.
+/// How much of a file pass one reads: worker files carry their markers at the top
+/// and raylet announces its node id at start-up; core-worker and GCS logs are read
+/// whole because the lines naming actors can be anywhere.
 pub(crate) fn prescan_limit(meta: &FileMeta) -> u64 {
-    if meta.component == "worker" {
-        4096
-    } else {
-        u64::MAX
+    match meta.component.as_str() {
+        "worker" => 4096,
+        "raylet" => 1 << 20,
+        _ => u64::MAX,
     }
 }
 

@@ -42,13 +42,20 @@ const HI: u64 = 0x8080_8080_8080_8080;
 /// the next because every lane is below 0x80 before the additions).
 #[inline]
 pub(crate) fn word_is_lower_hex(w: u64) -> bool {
-    if w & HI != 0 {
-        return false;
-    }
-    let ge = |c: u8| w.wrapping_add(LO * (0x80 - c as u64));
+    hex_lanes(w) == HI
+}
+
+/// The high bit of each byte lane of `w` that holds `0-9` or `a-f`.
+#[inline]
+pub(crate) fn hex_lanes(w: u64) -> u64 {
+    // Lanes at or above 0x80 are never hex; clearing their high bit first keeps
+    // the additions below from carrying into the next lane.
+    let ascii = !w & HI;
+    let v = w & !HI;
+    let ge = |c: u8| v.wrapping_add(LO * (0x80 - c as u64));
     let digit = ge(b'0') & !ge(b'9' + 1);
     let letter = ge(b'a') & !ge(b'f' + 1);
-    (digit | letter) & HI == HI
+    (digit | letter) & ascii & HI
 }
 
 /// Parses an id whose length is a multiple of 8 and which is already lowercase

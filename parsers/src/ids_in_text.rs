@@ -5,7 +5,7 @@
 //! <aid>, job id = 01000000`, `Worker ID: <wid>`). Worker and node ids are both 56 hex
 //! characters, so an id is assigned by the word before it, never by length alone.
 
-use crate::id::{Id, ACTOR_HEX, JOB_HEX, TASK_HEX, WORKER_HEX};
+use crate::id::{hex_lanes, Id, ACTOR_HEX, JOB_HEX, TASK_HEX, WORKER_HEX};
 use crate::record::Ids;
 
 /// Which id field a key or prose word names.
@@ -137,11 +137,57 @@ fn kind_before(b: &[u8], pos: usize) -> Option<IdKind> {
     })
 }
 
+/// Loads 8 bytes at `i` (zero-padded past the end).
+#[inline]
+fn word_at(b: &[u8], i: usize) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().saturating_sub(i).min(8);
+    w[..n].copy_from_slice(&b[i..i + n]);
+    u64::from_le_bytes(w)
+}
+
+/// Start of the hex run that ends at `end` (exclusive), 8 bytes per step.
+#[inline]
+fn run_start(b: &[u8], end: usize) -> usize {
+    let mut start = end;
+    while start >= 8 {
+        let lanes = hex_lanes(word_at(b, start - 8));
+        // Count hex lanes from the top (the bytes nearest `start`).
+        let n = ((!lanes & HI_BITS).leading_zeros() / 8) as usize;
+        start -= n;
+        if n < 8 {
+            return start;
+        }
+    }
+    while start > 0 && is_hex(b[start - 1]) {
+        start -= 1;
+    }
+    start
+}
+
+/// End (exclusive) of the hex run that starts at `start`, 8 bytes per step.
+#[inline]
+fn run_end(b: &[u8], start: usize) -> usize {
+    let mut end = start;
+    while end < b.len() {
+        let lanes = hex_lanes(word_at(b, end));
+        let n = (((!lanes & HI_BITS).trailing_zeros() / 8) as usize).min(b.len() - end);
+        end += n;
+        if n < 8 {
+            break;
+        }
+    }
+    end
+}
+
+const HI_BITS: u64 = 0x8080_8080_8080_8080;
+
 /// Scans free text for hex ids introduced by a naming word and stores each in the
 /// empty slot of `ids` it names. Returns true if anything was found.
 ///
 /// Ids are at least 8 hex characters, so the scan probes every 8th byte and only
-/// looks closer around a hex byte: most prose is skipped 8 bytes at a time.
+/// looks closer around a hex byte, measuring the run 8 bytes at a time: most prose
+/// is skipped without touching each byte.
 pub fn scan_prose(text: &str, ids: &mut Ids) -> bool {
     let b = text.as_bytes();
     let mut found = false;
@@ -151,20 +197,12 @@ pub fn scan_prose(text: &str, ids: &mut Ids) -> bool {
             probe += JOB_HEX;
             continue;
         }
-        let mut start = probe;
-        while start > 0 && is_hex(b[start - 1]) {
-            start -= 1;
-        }
-        let mut end = probe + 1;
-        while end + 8 <= b.len()
-            && crate::id::word_is_lower_hex(u64::from_le_bytes(b[end..end + 8].try_into().unwrap_or([0; 8])))
-        {
-            end += 8;
-        }
-        while end < b.len() && is_hex(b[end]) {
-            end += 1;
-        }
+        let start = run_start(b, probe);
+        let end = run_end(b, probe);
         probe = end + JOB_HEX;
+        if end - start < JOB_HEX {
+            continue;
+        }
         let bounded = (start == 0 || !b[start - 1].is_ascii_alphanumeric())
             && (end == b.len() || !(b[end].is_ascii_alphanumeric() || b[end] == b'_'));
         if bounded && matches!(end - start, JOB_HEX | ACTOR_HEX | TASK_HEX | WORKER_HEX) {
@@ -204,6 +242,25 @@ mod tests {
         let mut ids = Ids::default();
         scan_prose("Creating actor: 750d082651ea8a01532ff64101000000", &mut ids);
         assert_eq!(ids.actor_id.unwrap().as_str(), "750d082651ea8a01532ff64101000000");
+    }
+
+    #[test]
+    fn runs_measured_by_words_match_bytewise() {
+        let text = "x 0123abcd-ff z deadbeefdeadbeefdeadbeefdeadbeef! é1234567890abcdef";
+        let b = text.as_bytes();
+        for i in 0..b.len() {
+            if !is_hex(b[i]) {
+                continue;
+            }
+            let (mut s, mut e) = (i, i);
+            while s > 0 && is_hex(b[s - 1]) {
+                s -= 1;
+            }
+            while e < b.len() && is_hex(b[e]) {
+                e += 1;
+            }
+            assert_eq!((run_start(b, i), run_end(b, i)), (s, e), "at {i}");
+        }
     }
 
     #[test]

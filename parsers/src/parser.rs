@@ -363,7 +363,7 @@ impl FileParser {
             d.fields.push("headerless", FieldValue::Json("true"));
         }
         corr.learn(meta, d.message, &d.ids);
-        let ids = tag_ids(meta, *node_id, ctx, corr, d.ids);
+        tag_ids(meta, node_id, ctx, corr, &mut d.ids);
         let (timestamp, inferred) = match d.timestamp {
             Some(t) => {
                 ctx.last_timestamp = Some(t);
@@ -379,14 +379,14 @@ impl FileParser {
             file: meta,
             offset: pending.offset,
             lines: pending.lines,
-            ids,
+            ids: &d.ids,
             pid: d.pid.or(meta.pid),
             task_name: d.task_name.or(ctx.task_name.as_deref()),
             actor_name: d
                 .actor_name
                 .or(ctx.actor_name.as_deref())
                 .or_else(|| meta.worker_id.and_then(|w| corr.class_of(&w))),
-            fields: d.fields,
+            fields: &d.fields,
             truncated: pending.truncated,
         };
         stats.records += 1;
@@ -399,20 +399,23 @@ impl FileParser {
 /// In files a worker owns (its stdout/stderr and core-worker log) the worker id and
 /// the hosted actor come from the file, not from the text, which may name peers;
 /// elsewhere the text wins and the file only fills gaps.
-fn tag_ids(meta: &FileMeta, node: Option<Id>, ctx: &FileContext, corr: &Correlator, text_ids: Ids) -> Ids {
-    let mut ids = text_ids;
-    if let Some(w) = meta.worker_id {
-        ids.worker_id = Some(w);
-        if let Some(a) = corr.actor_of(&w) {
+fn tag_ids(meta: &FileMeta, node: &Option<Id>, ctx: &FileContext, corr: &Correlator, ids: &mut Ids) {
+    if let Some(w) = &meta.worker_id {
+        ids.worker_id = Some(*w);
+        if let Some(a) = corr.actor_of(w) {
             ids.actor_id = Some(a);
         }
+        if ids.job_id.is_none() {
+            ids.job_id = meta.job_id.or(ctx.job_id).or_else(|| corr.job_of(w));
+        }
+    } else if ids.job_id.is_none() {
+        ids.job_id = meta.job_id.or(ctx.job_id);
     }
-    ids.job_id = ids.job_id.or(meta.job_id).or(ctx.job_id);
-    if let (None, Some(w)) = (ids.job_id, meta.worker_id) {
-        ids.job_id = corr.job_of(&w);
+    if ids.task_id.is_none() {
+        ids.task_id = ctx.task_id;
     }
-    ids.task_id = ids.task_id.or(ctx.task_id);
-    ids.node_id = ids.node_id.or(node);
+    if ids.node_id.is_none() {
+        ids.node_id = *node;
+    }
     ids.derive();
-    ids
 }

@@ -101,7 +101,7 @@ pub struct Field<'a> {
 }
 
 /// Inline capacity for extracted fields; more spill to the heap.
-pub const INLINE_FIELDS: usize = 8;
+pub const INLINE_FIELDS: usize = 6;
 
 /// Extracted pairs, held inline in the common case.
 #[derive(Clone, Debug, Default)]
@@ -164,15 +164,20 @@ impl Ids {
     /// Fills what the id layout implies: a task's actor and job, an actor's job,
     /// a driver's job.
     pub fn derive(&mut self) {
-        if let Some(t) = self.task_id {
-            self.actor_id = self.actor_id.or_else(|| t.actor_of_task());
-            self.job_id = self.job_id.or_else(|| t.job_of_actor_or_task());
+        if let Some(t) = &self.task_id {
+            if self.actor_id.is_none() {
+                self.actor_id = t.actor_of_task();
+            }
+            if self.job_id.is_none() {
+                self.job_id = t.job_of_actor_or_task();
+            }
         }
-        if let Some(a) = self.actor_id {
-            self.job_id = self.job_id.or_else(|| a.job_of_actor_or_task());
-        }
-        if let Some(w) = self.worker_id {
-            self.job_id = self.job_id.or_else(|| w.job_of_driver_worker());
+        if self.job_id.is_none() {
+            if let Some(a) = &self.actor_id {
+                self.job_id = a.job_of_actor_or_task();
+            } else if let Some(w) = &self.worker_id {
+                self.job_id = w.job_of_driver_worker();
+            }
         }
     }
 }
@@ -191,11 +196,11 @@ pub struct Record<'a> {
     pub offset: u64,
     /// Number of physical lines the record spans.
     pub lines: u32,
-    pub ids: Ids,
+    pub ids: &'a Ids,
     pub pid: Option<u32>,
     pub task_name: Option<&'a str>,
     pub actor_name: Option<&'a str>,
-    pub fields: Fields<'a>,
+    pub fields: &'a Fields<'a>,
     /// A line was longer than `max_line_bytes` and was cut.
     pub truncated: bool,
 }

@@ -38,6 +38,7 @@ pub enum Format {
 
 /// Inputs and parsing options shared by `parse` and `trace`.
 #[derive(Args, Debug)]
+#[command(next_help_heading = "Input")]
 pub struct InputArgs {
     /// Ray temp roots (/tmp/ray), session dirs, logs dirs, files, .gz files,
     /// .tar/.tar.gz/.tgz archives, or `-` for stdin.
@@ -74,6 +75,7 @@ impl InputArgs {
 
 /// Record filters (all must match).
 #[derive(Args, Debug, Default)]
+#[command(next_help_heading = "Filters (all must match)")]
 pub struct FilterArgs {
     /// Only records about this actor (full id or a prefix of 4+ hex characters).
     #[arg(long, value_name = "ID")]

@@ -46,7 +46,7 @@ fn scan_records(dir: &Path) -> Vec<Rec> {
             component: r.file.component.clone(),
             offset: r.offset,
             lines: r.lines,
-            ids: r.ids,
+            ids: *r.ids,
             timestamp: r.timestamp,
             inferred: r.timestamp_inferred,
             level: r.level,
