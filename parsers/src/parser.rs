@@ -408,8 +408,15 @@ fn tag_ids(meta: &FileMeta, node: &Option<Id>, ctx: &FileContext, corr: &Correla
         if ids.job_id.is_none() {
             ids.job_id = meta.job_id.or(ctx.job_id).or_else(|| corr.job_of(w));
         }
-    } else if ids.job_id.is_none() {
-        ids.job_id = meta.job_id.or(ctx.job_id);
+    } else {
+        // A line elsewhere (GCS, raylet, events) about a worker that hosts an actor is
+        // about that actor too: its start, its exit, the failure event.
+        if let (None, Some(w)) = (&ids.actor_id, &ids.worker_id) {
+            ids.actor_id = corr.actor_of(w);
+        }
+        if ids.job_id.is_none() {
+            ids.job_id = meta.job_id.or(ctx.job_id);
+        }
     }
     if ids.task_id.is_none() {
         ids.task_id = ctx.task_id;
