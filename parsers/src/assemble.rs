@@ -18,6 +18,9 @@ use crate::classify::FileKind;
 use crate::formats::{starts_with_date, LineFormat};
 
 const TRACEBACK: &[u8] = b"Traceback (most recent call last):";
+/// Python's faulthandler (`Fatal Python error: …`, then `Stack (most recent call
+/// first):` or `Current thread 0x… (most recent call first):` and indented frames).
+const FAULT_STACK_SUFFIX: &[u8] = b"(most recent call first):";
 const CHAINS: [&[u8]; 2] = [
     b"During handling of the above exception, another exception occurred:",
     b"The above exception was the direct cause of the following exception:",
@@ -34,6 +37,9 @@ pub enum Tb {
     AfterException,
     /// After a chain header: blank lines, then the next `Traceback`.
     Chain,
+    /// Inside a native crash dump: absl's `*** SIGSEGV received … ***` with its
+    /// `PC: @` and `    @ 0x…` frames, or faulthandler's stacks.
+    Crash,
 }
 
 /// Decides, line by line, whether a line continues the current record.
@@ -69,7 +75,23 @@ impl Joiner {
                     self.tb = Tb::Frames;
                     return true;
                 }
+                if line.ends_with(FAULT_STACK_SUFFIX) {
+                    self.tb = Tb::Crash;
+                    return true;
+                }
+                if is_crash_header(line) {
+                    // Opens its own record; its frames follow.
+                    self.tb = Tb::Crash;
+                }
                 false
+            }
+            Tb::Crash => {
+                if indented || line.starts_with(b"PC: @") || line.ends_with(FAULT_STACK_SUFFIX) || line.is_empty() {
+                    true
+                } else {
+                    self.tb = Tb::Outside;
+                    self.step(line)
+                }
             }
             Tb::Frames => {
                 if indented || line == TRACEBACK {
@@ -99,6 +121,11 @@ impl Joiner {
             }
         }
     }
+}
+
+/// `*** SIGSEGV received at time=… ***` (absl) or `Fatal Python error: …` (faulthandler).
+fn is_crash_header(line: &[u8]) -> bool {
+    (line.starts_with(b"*** SIG") && line.ends_with(b"***")) || line.starts_with(b"Fatal Python error: ")
 }
 
 /// A marker line in a worker's stdout/stderr.
@@ -171,6 +198,17 @@ mod tests {
         assert!(recs[0].starts_with("lookup failed\nTraceback"));
         assert!(recs[0].ends_with("ZeroDivisionError: division by zero"));
         assert_eq!(recs[1], "next print");
+    }
+
+    #[test]
+    fn native_crash_dumps_are_one_record() {
+        let text = "about to crash\n*** SIGSEGV received at time=1796036059 on cpu 0 ***\nPC: @     0x7fb17705a267  (unknown)  kill\n    @     0x7fb17705a050  (unknown)  (unknown)\nFatal Python error: Segmentation fault\n\nStack (most recent call first):\n  File \"w.py\", line 65 in segv\n  File \"w.py\", line 9 in main\nafter";
+        let recs = group(FileKind::Worker, text);
+        assert_eq!(recs.len(), 4, "{recs:#?}");
+        assert_eq!(recs[0], "about to crash");
+        assert!(recs[1].starts_with("*** SIGSEGV") && recs[1].ends_with("(unknown)  (unknown)"));
+        assert!(recs[2].starts_with("Fatal Python error") && recs[2].ends_with("line 9 in main"));
+        assert_eq!(recs[3], "after");
     }
 
     #[test]

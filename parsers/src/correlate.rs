@@ -168,12 +168,23 @@ impl Correlator {
 }
 
 /// The line (from `pos` to its newline) around a match.
+/// The whole line around a match at `pos`.
 fn line_at(bytes: &[u8], pos: usize) -> &str {
+    let start = memchr::memrchr(b'\n', &bytes[..pos]).map_or(0, |s| s + 1);
     let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |e| pos + e);
-    std::str::from_utf8(&bytes[pos..end]).unwrap_or("")
+    std::str::from_utf8(&bytes[start..end]).unwrap_or("")
 }
 
+/// Ids of one raw line: JSON members (`RAY_BACKEND_LOG_JSON=1`), `key=value` pairs, prose.
 fn ids_of_line(line: &str, ids: &mut Ids) {
+    if line.starts_with('{') {
+        let _ = crate::json::members(line, |k, v| {
+            if let (Some(kind), Some(s)) = (crate::ids_in_text::IdKind::from_key(k), v.plain_str()) {
+                kind.store(ids, Id::parse(s.as_bytes()));
+            }
+        });
+        return;
+    }
     trailing_pairs(line, |k, v| {
         if let Some(kind) = crate::ids_in_text::IdKind::from_key(k) {
             kind.store(ids, Id::parse(v.trim_end_matches(',').as_bytes()));
@@ -215,6 +226,7 @@ mod tests {
         for line in [
             format!("[x] core_worker.cc:3247: Creating actor actor_id={A}"),
             format!("[x] core_worker.cc:2: Creating actor: {A}"),
+            format!(r#"{{"asctime":"x","levelname":"I","message":"Creating actor","actor_id":"{A}"}}"#),
         ] {
             let meta = classify(&format!("python-core-worker-{W}_4610.log"), None);
             let mut c = Correlator::new();

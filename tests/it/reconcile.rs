@@ -210,6 +210,11 @@ fn timestamped_formats_have_parsed_timestamp_and_level() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A raw line as JSON, when it is a JSON object.
+fn json_line(line: &str) -> Option<serde_json::Value> {
+    line.starts_with('{').then(|| serde_json::from_str(line).ok()).flatten()
+}
+
 /// Ground truth worker id → actor id, from the raw files with regexes (not the parser).
 fn actor_truth(logs: &Path) -> BTreeMap<String, String> {
     let core_name = Regex::new(r"^python-core-worker-([0-9a-f]{56})_\d+(\.\d+)?\.log(\.\d+)?$").unwrap();
@@ -233,6 +238,10 @@ fn actor_truth(logs: &Path) -> BTreeMap<String, String> {
                 if let Some(m) = creating.captures(line) {
                     add(&c[1], &m[1], &rel);
                 }
+                // RAY_BACKEND_LOG_JSON=1: {"message":"Creating actor",…,"actor_id":"…"}
+                if let Some(v) = json_line(line).filter(|v| v["message"] == "Creating actor") {
+                    add(&c[1], v["actor_id"].as_str().unwrap(), &rel);
+                }
             }
         } else if gcs_name.is_match(&name) {
             let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
@@ -242,6 +251,11 @@ fn actor_truth(logs: &Path) -> BTreeMap<String, String> {
                 }
                 if let Some(m) = start.captures(line) {
                     add(&m[2], &m[1], &rel);
+                }
+                if let Some(v) = json_line(line)
+                    .filter(|v| v["message"].as_str().is_some_and(|m| m.starts_with("Submitting actor creation task")))
+                {
+                    add(v["worker_id"].as_str().unwrap(), v["actor_id"].as_str().unwrap(), &rel);
                 }
             }
         }

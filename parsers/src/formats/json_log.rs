@@ -25,9 +25,17 @@ pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &
             }
         }
         "timestamp_ns" => ns = v.raw().trim_matches('"').parse().ok(),
+        // C++ JSON logging writes spdlog's letter (`I`), Python the name (`INFO`).
         "levelname" | "level" | "severity" => {
-            d.level = d.level.or_else(|| v.plain_str().and_then(|s| Level::from_name(s.as_bytes())))
+            d.level = d.level.or_else(|| {
+                v.plain_str().and_then(|s| match s.as_bytes() {
+                    [c] => Level::from_letter(*c),
+                    name => Level::from_name(name),
+                })
+            })
         }
+        // The file already says which component wrote it.
+        "component" => {}
         "process" | "pid" => d.pid = v.raw().trim_matches('"').parse().ok(),
         _ => match v.plain_str() {
             Some(s) => d.put_pair(k, s),
@@ -92,6 +100,19 @@ mod tests {
         assert_eq!(d.ids.actor_id.unwrap().as_str(), "1b7eb88dc31d2402f6fc27a801000000");
         assert_eq!(d.fields.get("user"), Some(FieldValue::Json(r#"{"a": 1}"#)));
         assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T09:06:00.509334082Z");
+    }
+
+    #[test]
+    fn cpp_json_line() {
+        let line = r#"{"asctime":"2026-11-30 10:54:18,263","levelname":"I","message":"Creating actor","filename":"core_worker.cc","lineno":3247,"actor_id":"8410879277044213416b94f301000000"}"#;
+        let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Cpp };
+        let mut scratch = String::new();
+        let mut d = Draft::default();
+        assert!(parse(line, &mut scratch, &cx, &mut d));
+        assert_eq!(d.level, Some(Level::Info));
+        assert_eq!(d.message, "Creating actor");
+        assert_eq!(d.ids.actor_id.unwrap().as_str(), "8410879277044213416b94f301000000");
+        assert_eq!(d.timestamp.unwrap().to_rfc3339(), "2026-11-30T10:54:18.263Z");
     }
 
     #[test]
