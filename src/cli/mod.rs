@@ -5,6 +5,7 @@
 //! message names the flag that caused it.
 
 pub mod parse;
+pub mod trace;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Parse(parse::ParseArgs),
+    Trace(trace::TraceArgs),
 }
 
 /// Output formats of `parse`.
@@ -133,5 +135,6 @@ impl FilterArgs {
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Parse(a) => parse::run(a),
+        Command::Trace(a) => trace::run(a),
     }
 }
