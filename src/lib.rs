@@ -5,6 +5,7 @@
 //! `raylog-parsers` crate, which classifies, parses, joins and correlates, and the
 //! [`cli`] filters ([`filter`]) and prints ([`pretty`], NDJSON) the records.
 
+pub mod agent;
 pub mod archive;
 pub mod cli;
 pub mod discover;

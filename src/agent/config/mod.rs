@@ -1,0 +1,514 @@
+//! The agent's configuration: TOML read into serde structs that refuse unknown keys,
+//! then validated once into [`Config`], with every problem reported by its key.
+//!
+//! Nothing downstream re-checks a value: URLs are parsed, durations and sizes
+//! converted, secrets resolved, label templates checked here. `raylog check-config`
+//! prints the effective configuration (defaults filled in, secrets redacted) or the
+//! full list of problems.
+
+pub mod values;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
+use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
+use values::{DurationValue, Problems, SizeValue};
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub source: SourceRaw,
+    #[serde(default)]
+    pub node: NodeRaw,
+    #[serde(default)]
+    pub batch: BatchRaw,
+    #[serde(default)]
+    pub retry: RetryRaw,
+    #[serde(default)]
+    pub sinks: Vec<SinkRaw>,
+    #[serde(default)]
+    pub api: ApiRaw,
+}
+
+/// `[source]`: what to read.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceRaw {
+    /// Ray temp roots, session dirs or logs dirs. Default `["/tmp/ray"]`.
+    pub paths: Option<Vec<PathBuf>>,
+    /// Where checkpoints and the dead-letter file live. Default `/var/lib/raylog`.
+    pub state_dir: Option<PathBuf>,
+    /// `"beginning"` or `"end"`: where to start in files present at the first start.
+    pub start_at: Option<String>,
+    /// Skip files not modified for this long (e.g. `"24h"`). Default: read everything.
+    pub ignore_older: Option<DurationValue>,
+    /// How often to stat files and directories (the fallback when inotify is silent).
+    pub poll_interval: Option<DurationValue>,
+    /// Emit a file's last complete record after this much quiet.
+    pub idle_flush: Option<DurationValue>,
+    /// Emit a line without its newline after this much quiet.
+    pub partial_line_timeout: Option<DurationValue>,
+    /// Longer lines are cut and flagged `truncated`.
+    pub max_line_bytes: Option<SizeValue>,
+    /// Zone of Ray's naive timestamps.
+    pub timezone: Option<String>,
+    /// How long to hold an actor worker's output until its actor id is known.
+    pub actor_hold: Option<DurationValue>,
+    /// Use inotify (true) or polling only (false, for file systems without events).
+    pub watch: Option<bool>,
+}
+
+/// `[node]`: identity added to every record.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRaw {
+    /// Default: `$NODE_NAME`, else the host name.
+    pub name: Option<String>,
+    /// Default: `$RAY_CLUSTER_NAME`, else none.
+    pub cluster: Option<String>,
+    /// Extra labels (e.g. pod labels) added to every record under `labels`.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// A Kubernetes downward-API labels file (`key="value"` per line) to read labels from.
+    pub labels_file: Option<PathBuf>,
+}
+
+/// `[batch]`: how records are grouped for the sinks.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRaw {
+    pub max_records: Option<usize>,
+    pub max_bytes: Option<SizeValue>,
+    pub max_wait: Option<DurationValue>,
+    /// Upper bound on record bytes buffered between reading and delivery.
+    pub max_buffer_bytes: Option<SizeValue>,
+}
+
+/// `[retry]`: how failed sends are retried.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRaw {
+    pub initial_backoff: Option<DurationValue>,
+    pub max_backoff: Option<DurationValue>,
+    /// On SIGTERM, how long to keep delivering before saving checkpoints and exiting.
+    pub shutdown_grace: Option<DurationValue>,
+}
+
+/// `[api]`: the agent's own HTTP endpoints.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiRaw {
+    /// `host:port` for `/metrics`, `/healthz`, `/readyz`; `""` disables the server.
+    pub address: Option<String>,
+}
+
+/// `[[sinks]]`: one destination.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SinkRaw {
+    Loki(LokiRaw),
+    Elasticsearch(EsRaw),
+    Stdout(StdoutRaw),
+    File(FileRaw),
+}
+
+/// `type = "stdout"`: NDJSON on standard output.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdoutRaw {
+    pub name: Option<String>,
+}
+
+/// `type = "file"`: NDJSON appended to a file.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRaw {
+    pub name: Option<String>,
+    pub path: Option<PathBuf>,
+}
+
+/// Where to start reading files present at the first start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartAt {
+    Beginning,
+    End,
+}
+
+/// Validated `[source]`.
+#[derive(Clone, Debug)]
+pub struct SourceConfig {
+    pub paths: Vec<PathBuf>,
+    pub state_dir: PathBuf,
+    pub start_at: StartAt,
+    pub ignore_older: Option<Duration>,
+    pub poll_interval: Duration,
+    pub idle_flush: Duration,
+    pub partial_line_timeout: Duration,
+    pub actor_hold: Duration,
+    pub watch: bool,
+    pub parse: raylog_parsers::Options,
+}
+
+/// Validated `[node]`.
+#[derive(Clone, Debug, Default)]
+pub struct NodeConfig {
+    pub name: String,
+    pub cluster: Option<String>,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Validated `[batch]`.
+#[derive(Clone, Debug)]
+pub struct BatchConfig {
+    pub max_records: usize,
+    pub max_bytes: usize,
+    pub max_wait: Duration,
+    pub max_buffer_bytes: usize,
+}
+
+/// Validated `[retry]`.
+#[derive(Clone, Debug)]
+pub struct RetryConfig {
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub shutdown_grace: Duration,
+}
+
+/// A validated sink.
+#[derive(Clone, Debug)]
+pub enum SinkConfig {
+    Loki(Box<LokiConfig>),
+    Elasticsearch(Box<EsConfig>),
+    Stdout { name: String },
+    File { name: String, path: PathBuf },
+}
+
+impl SinkConfig {
+    /// The sink's name in metrics and logs.
+    pub fn name(&self) -> &str {
+        match self {
+            SinkConfig::Loki(c) => &c.name,
+            SinkConfig::Elasticsearch(c) => &c.name,
+            SinkConfig::Stdout { name } | SinkConfig::File { name, .. } => name,
+        }
+    }
+}
+
+/// The whole validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub source: SourceConfig,
+    pub node: NodeConfig,
+    pub batch: BatchConfig,
+    pub retry: RetryConfig,
+    /// Never empty: with no sink configured, records go to stdout.
+    pub sinks: Vec<SinkConfig>,
+    pub api_address: Option<std::net::SocketAddr>,
+}
+
+/// Why a config file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: not valid TOML for raylog: {message}\n  (see examples/raylog.toml for every key)")]
+    Syntax { path: String, message: String },
+    #[error("{path}: {} problem(s):\n{problems}", problems.0.len())]
+    Invalid { path: String, problems: Problems },
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<(RawConfig, Config), ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+    parse(&text, &shown)
+}
+
+/// Parses and validates config text (`shown` names it in errors).
+pub fn parse(text: &str, shown: &str) -> Result<(RawConfig, Config), ConfigError> {
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| ConfigError::Syntax { path: shown.to_string(), message: e.to_string() })?;
+    let mut p = Problems::default();
+    let cfg = validate(&raw, &mut p);
+    if p.is_empty() {
+        Ok((raw, cfg))
+    } else {
+        Err(ConfigError::Invalid { path: shown.to_string(), problems: p })
+    }
+}
+
+/// The config used when no file is given: read `/tmp/ray`, print to stdout.
+pub fn default_config() -> (RawConfig, Config) {
+    let raw = RawConfig::default();
+    let mut p = Problems::default();
+    let cfg = validate(&raw, &mut p);
+    (raw, cfg)
+}
+
+fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
+    let source = validate_source(&raw.source, p);
+    let node = validate_node(&raw.node, p);
+    let batch = validate_batch(&raw.batch, p);
+    let retry = validate_retry(&raw.retry, p);
+    let mut sinks: Vec<SinkConfig> =
+        raw.sinks.iter().enumerate().map(|(i, s)| validate_sink(s, &format!("sinks[{i}]"), p)).collect();
+    if sinks.is_empty() {
+        sinks.push(SinkConfig::Stdout { name: "stdout".into() });
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, s) in sinks.iter().enumerate() {
+        if !names.insert(s.name().to_string()) {
+            p.add(&format!("sinks[{i}].name"), format!("{:?} is used twice; give each sink its own name", s.name()));
+        }
+    }
+    let api_address = match raw.api.address.as_deref().unwrap_or("127.0.0.1:9095") {
+        "" => None,
+        a => a.parse().map(Some).unwrap_or_else(|e| {
+            p.add("api.address", format!("{a:?} is not host:port ({e}); e.g. \"0.0.0.0:9095\", or \"\" to disable"));
+            None
+        }),
+    };
+    Config { source, node, batch, retry, sinks, api_address }
+}
+
+fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
+    let dur = |v: &Option<DurationValue>, key: &str, def: Duration, p: &mut Problems| {
+        v.as_ref().map_or(def, |v| v.get(key, p))
+    };
+    let paths = s.paths.clone().unwrap_or_else(|| vec![PathBuf::from("/tmp/ray")]);
+    if paths.is_empty() {
+        p.add("source.paths", "is empty; list Ray temp roots, session dirs or logs dirs, e.g. [\"/tmp/ray\"]");
+    }
+    let start_at = match s.start_at.as_deref().unwrap_or("beginning") {
+        "beginning" => StartAt::Beginning,
+        "end" => StartAt::End,
+        other => {
+            p.add("source.start_at", format!("{other:?} is not \"beginning\" or \"end\""));
+            StartAt::Beginning
+        }
+    };
+    let zone = raylog_parsers::Zone::parse(s.timezone.as_deref().unwrap_or("UTC")).unwrap_or_else(|e| {
+        p.add("source.timezone", e);
+        raylog_parsers::Zone::Utc
+    });
+    let max_line_bytes = s.max_line_bytes.as_ref().map_or(1 << 20, |v| v.get("source.max_line_bytes", p)) as usize;
+    if max_line_bytes < 16 {
+        p.add("source.max_line_bytes", "must be at least 16 bytes");
+    }
+    SourceConfig {
+        paths,
+        state_dir: s.state_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/raylog")),
+        start_at,
+        ignore_older: s.ignore_older.as_ref().map(|v| v.get("source.ignore_older", p)),
+        poll_interval: dur(&s.poll_interval, "source.poll_interval", Duration::from_secs(1), p),
+        idle_flush: dur(&s.idle_flush, "source.idle_flush", Duration::from_millis(500), p),
+        partial_line_timeout: dur(&s.partial_line_timeout, "source.partial_line_timeout", Duration::from_secs(5), p),
+        actor_hold: dur(&s.actor_hold, "source.actor_hold", Duration::from_secs(10), p),
+        watch: s.watch.unwrap_or(true),
+        parse: raylog_parsers::Options { zone, max_line_bytes },
+    }
+}
+
+fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {
+    let name = n
+        .name
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let mut labels = n.labels.clone();
+    if let Some(f) = &n.labels_file {
+        match std::fs::read_to_string(f) {
+            Ok(text) => {
+                for line in text.lines() {
+                    if let Some((k, v)) = line.split_once('=') {
+                        labels.entry(k.trim().to_string()).or_insert_with(|| v.trim().trim_matches('"').to_string());
+                    }
+                }
+            }
+            Err(e) => p.add("node.labels_file", format!("cannot read {}: {e}", f.display())),
+        }
+    }
+    let cluster = n
+        .cluster
+        .clone()
+        .or_else(|| std::env::var("RAY_CLUSTER_NAME").ok())
+        .or_else(|| labels.get("ray.io/cluster").cloned());
+    NodeConfig { name, cluster, labels }
+}
+
+fn validate_batch(b: &BatchRaw, p: &mut Problems) -> BatchConfig {
+    let max_records = b.max_records.unwrap_or(10_000);
+    let max_bytes = b.max_bytes.as_ref().map_or(4 << 20, |v| v.get("batch.max_bytes", p)) as usize;
+    let max_buffer_bytes =
+        b.max_buffer_bytes.as_ref().map_or(32 << 20, |v| v.get("batch.max_buffer_bytes", p)) as usize;
+    if max_records == 0 {
+        p.add("batch.max_records", "must be at least 1");
+    }
+    if max_buffer_bytes < 2 * max_bytes {
+        p.add(
+            "batch.max_buffer_bytes",
+            format!(
+                "must be at least twice batch.max_bytes ({max_bytes}) so one batch can be sent while the next fills"
+            ),
+        );
+    }
+    BatchConfig {
+        max_records,
+        max_bytes,
+        max_wait: b.max_wait.as_ref().map_or(Duration::from_secs(1), |v| v.get("batch.max_wait", p)),
+        max_buffer_bytes,
+    }
+}
+
+fn validate_retry(r: &RetryRaw, p: &mut Problems) -> RetryConfig {
+    RetryConfig {
+        initial_backoff: r
+            .initial_backoff
+            .as_ref()
+            .map_or(Duration::from_millis(200), |v| v.get("retry.initial_backoff", p)),
+        max_backoff: r.max_backoff.as_ref().map_or(Duration::from_secs(30), |v| v.get("retry.max_backoff", p)),
+        shutdown_grace: r.shutdown_grace.as_ref().map_or(Duration::from_secs(10), |v| v.get("retry.shutdown_grace", p)),
+    }
+}
+
+fn validate_sink(s: &SinkRaw, key: &str, p: &mut Problems) -> SinkConfig {
+    match s {
+        SinkRaw::Loki(l) => SinkConfig::Loki(Box::new(l.validate(key, p))),
+        SinkRaw::Elasticsearch(e) => SinkConfig::Elasticsearch(Box::new(e.validate(key, p))),
+        SinkRaw::Stdout(o) => SinkConfig::Stdout { name: o.name.clone().unwrap_or_else(|| "stdout".into()) },
+        SinkRaw::File(f) => {
+            let path = f.path.clone().unwrap_or_else(|| {
+                p.add(&format!("{key}.path"), "is required for type = \"file\"");
+                PathBuf::new()
+            });
+            SinkConfig::File { name: f.name.clone().unwrap_or_else(|| "file".into()), path }
+        }
+    }
+}
+
+/// The effective configuration as TOML, for `check-config` (secrets redacted).
+pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
+    use values::format_duration as d;
+    let s = &cfg.source;
+    let mut out = String::new();
+    out.push_str("[source]\n");
+    out.push_str(&format!("paths = {:?}\n", s.paths));
+    out.push_str(&format!("state_dir = {:?}\n", s.state_dir));
+    out.push_str(&format!("start_at = \"{}\"\n", if s.start_at == StartAt::End { "end" } else { "beginning" }));
+    if let Some(io) = s.ignore_older {
+        out.push_str(&format!("ignore_older = \"{}\"\n", d(io)));
+    }
+    out.push_str(&format!("poll_interval = \"{}\"\n", d(s.poll_interval)));
+    out.push_str(&format!("idle_flush = \"{}\"\n", d(s.idle_flush)));
+    out.push_str(&format!("partial_line_timeout = \"{}\"\n", d(s.partial_line_timeout)));
+    out.push_str(&format!("actor_hold = \"{}\"\n", d(s.actor_hold)));
+    out.push_str(&format!("max_line_bytes = {}\n", s.parse.max_line_bytes));
+    out.push_str(&format!("watch = {}\n", s.watch));
+    out.push_str(&format!("\n[node]\nname = {:?}\n", cfg.node.name));
+    if let Some(c) = &cfg.node.cluster {
+        out.push_str(&format!("cluster = {c:?}\n"));
+    }
+    let b = &cfg.batch;
+    out.push_str(&format!(
+        "\n[batch]\nmax_records = {}\nmax_bytes = {}\nmax_wait = \"{}\"\nmax_buffer_bytes = {}\n",
+        b.max_records,
+        b.max_bytes,
+        d(b.max_wait),
+        b.max_buffer_bytes
+    ));
+    let r = &cfg.retry;
+    out.push_str(&format!(
+        "\n[retry]\ninitial_backoff = \"{}\"\nmax_backoff = \"{}\"\nshutdown_grace = \"{}\"\n",
+        d(r.initial_backoff),
+        d(r.max_backoff),
+        d(r.shutdown_grace)
+    ));
+    for s in &raw.sinks {
+        let mut redacted = toml::to_string(&RedactedSink(s)).unwrap_or_default();
+        if !redacted.ends_with('\n') {
+            redacted.push('\n');
+        }
+        out.push_str("\n[[sinks]]\n");
+        out.push_str(&redacted);
+    }
+    if raw.sinks.is_empty() {
+        out.push_str("\n# no [[sinks]]: records go to stdout as NDJSON\n");
+    }
+    out.push_str(&format!("\n[api]\naddress = \"{}\"\n", cfg.api_address.map(|a| a.to_string()).unwrap_or_default()));
+    out
+}
+
+/// Serializes a sink with its secrets redacted.
+struct RedactedSink<'a>(&'a SinkRaw);
+
+impl Serialize for RedactedSink<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            SinkRaw::Loki(l) => SinkRaw::Loki(l.redacted()).serialize(ser),
+            SinkRaw::Elasticsearch(e) => SinkRaw::Elasticsearch(e.redacted()).serialize(ser),
+            other => other.serialize(ser),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_config_from_the_issue() {
+        let text = r#"
+            [source]
+            paths = ["/tmp/ray"]
+            state_dir = "/var/lib/raylog"
+            start_at = "beginning"
+            [[sinks]]
+            type = "loki"
+            endpoint = "http://127.0.0.1:3100"
+            [api]
+            address = "127.0.0.1:9095"
+        "#;
+        let (_, cfg) = parse(text, "t.toml").unwrap();
+        assert_eq!(cfg.sinks.len(), 1);
+        assert_eq!(cfg.sinks[0].name(), "loki");
+        assert_eq!(cfg.api_address.unwrap().port(), 9095);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let text = r#"
+            [source]
+            start_at = "middle"
+            poll_interval = "soon"
+            [batch]
+            max_records = 0
+            [api]
+            address = "nowhere"
+        "#;
+        let err = parse(text, "t.toml").unwrap_err().to_string();
+        for key in ["source.start_at", "source.poll_interval", "batch.max_records", "api.address"] {
+            assert!(err.contains(key), "{key} missing from:\n{err}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = parse("[source]\npathz = []\n", "t.toml").unwrap_err().to_string();
+        assert!(err.contains("pathz"), "{err}");
+        let err = parse("[[sinks]]\ntype = \"kafka\"\n", "t.toml").unwrap_err().to_string();
+        assert!(err.contains("kafka"), "{err}");
+    }
+
+    #[test]
+    fn no_sink_means_stdout() {
+        let (_, cfg) = parse("", "t.toml").unwrap();
+        assert!(matches!(cfg.sinks[..], [SinkConfig::Stdout { .. }]));
+    }
+}

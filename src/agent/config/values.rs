@@ -1,0 +1,188 @@
+//! Value types used in the config file: durations (`"500ms"`, `"5s"`, `"24h"`), byte
+//! sizes (`4194304` or `"4MiB"`), secrets (`"literal"` or `{ env = "NAME" }` or
+//! `{ file = "/path" }`), and the collector that gathers every problem with its key.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Every problem found while validating, each prefixed with the key it concerns.
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<String>);
+
+impl Problems {
+    pub fn add(&mut self, key: &str, msg: impl fmt::Display) {
+        self.0.push(format!("{key}: {msg}"));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in &self.0 {
+            writeln!(f, "  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses `"250ms"`, `"5s"`, `"2m"`, `"24h"`, `"7d"` (or a bare number of seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 =
+        num.parse().map_err(|_| format!("{s:?} is not a duration; write e.g. \"500ms\", \"5s\", \"2m\", \"24h\""))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        u => return Err(format!("unknown duration unit {u:?} in {s:?}; use ms, s, m, h or d")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Renders a duration the way the config file spells it.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 86_400_000 == 0 && ms > 0 {
+        format!("{}d", ms / 86_400_000)
+    } else if ms % 3_600_000 == 0 && ms > 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// A duration as written in the config.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Text(String),
+    Seconds(u64),
+}
+
+impl DurationValue {
+    pub fn get(&self, key: &str, p: &mut Problems) -> Duration {
+        match self {
+            DurationValue::Seconds(s) => Duration::from_secs(*s),
+            DurationValue::Text(t) => parse_duration(t).unwrap_or_else(|e| {
+                p.add(key, e);
+                Duration::ZERO
+            }),
+        }
+    }
+}
+
+/// A byte size: a number, or text with a unit (`"4MiB"`, `"512KiB"`, `"1GiB"`, `"10MB"`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    pub fn get(&self, key: &str, p: &mut Problems) -> u64 {
+        match self {
+            SizeValue::Bytes(b) => *b,
+            SizeValue::Text(t) => parse_size(t).unwrap_or_else(|e| {
+                p.add(key, e);
+                0
+            }),
+        }
+    }
+}
+
+/// Parses `"4MiB"` etc.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size; write bytes or e.g. \"4MiB\""))?;
+    let mult = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => return Err(format!("unknown size unit {u:?} in {s:?}; use B, KiB, MiB, GiB, KB, MB or GB")),
+    };
+    Ok(n * mult)
+}
+
+/// A secret: literal text, or read from an environment variable or a file (so
+/// Kubernetes Secrets can be mounted either way).
+#[derive(Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Secret {
+    Literal(String),
+    Env { env: String },
+    File { file: String },
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Secret::Literal(_) => f.write_str("Secret(<redacted>)"),
+            Secret::Env { env } => write!(f, "Secret(env {env})"),
+            Secret::File { file } => write!(f, "Secret(file {file})"),
+        }
+    }
+}
+
+impl Secret {
+    /// Resolves the secret's value, reporting a missing variable or file under `key`.
+    pub fn resolve(&self, key: &str, p: &mut Problems) -> String {
+        match self {
+            Secret::Literal(s) => s.clone(),
+            Secret::Env { env } => std::env::var(env).unwrap_or_else(|_| {
+                p.add(key, format!("environment variable {env} is not set"));
+                String::new()
+            }),
+            Secret::File { file } => match std::fs::read_to_string(file) {
+                Ok(s) => s.trim_end_matches(['\n', '\r']).to_string(),
+                Err(e) => {
+                    p.add(key, format!("cannot read {file}: {e}"));
+                    String::new()
+                }
+            },
+        }
+    }
+
+    /// How the secret is shown by `check-config`: never the value itself.
+    pub fn redacted(&self) -> Secret {
+        match self {
+            Secret::Literal(_) => Secret::Literal("<redacted>".into()),
+            other => other.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("24h").unwrap(), Duration::from_secs(86400));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
+        assert!(parse_size("4 lots").is_err());
+    }
+}

@@ -1,0 +1,15 @@
+//! The agent (`raylog ship`): discover → tail → parse → enrich → batch → sink.
+//!
+//! - [`config`]: the TOML file, validated once.
+//! - [`source`]: finds sessions and files, tails them across rotation, parses them
+//!   with the `raylog-parsers` crate, holds actor-worker output until its actor is
+//!   known, and cuts [`batch::Batch`]es.
+//! - [`sinks`]: Loki, Elasticsearch, stdout, file; retries and dead letters.
+//! - [`checkpoint`]: per-file offsets, advanced only when every sink acknowledged
+//!   everything before them, written atomically.
+//! - [`api`] and [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
+
+pub mod batch;
+pub mod config;
+pub mod metrics;
+pub mod sinks;

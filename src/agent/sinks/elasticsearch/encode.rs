@@ -1,0 +1,1 @@
+//! Encodes a batch as an Elasticsearch `_bulk` body (to be implemented).

@@ -1,0 +1,283 @@
+//! `type = "loki"`: keys, defaults and validation.
+//!
+//! Loki indexes only labels, and every distinct label set is a stream, so labels are
+//! kept few and low-cardinality: `service_name`, `cluster`, `node`, `component`,
+//! `level` by default. Per-record ids (`actor_id`, `task_id`…) go to structured
+//! metadata instead; using them as labels is refused unless
+//! `allow_high_cardinality_labels = true`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::config::values::{DurationValue, Problems, Secret};
+use crate::agent::sinks::tls::{build_client, parse_endpoint, timeout, BasicAuthRaw, TlsRaw};
+
+/// Record fields a label template may use: `{component}`, `{level}`, `{node}`…
+pub const TEMPLATE_FIELDS: [&str; 9] =
+    ["component", "level", "node", "cluster", "stream", "session", "job_id", "file", "service_name"];
+
+/// Template fields that change per worker, actor or task: one stream each.
+pub const HIGH_CARDINALITY: [&str; 3] = ["job_id", "file", "session"];
+
+/// Record fields that may be sent as structured metadata.
+pub const METADATA_FIELDS: [&str; 12] = [
+    "node_id",
+    "job_id",
+    "worker_id",
+    "actor_id",
+    "task_id",
+    "file",
+    "pid",
+    "session",
+    "task_name",
+    "actor_name",
+    "stream",
+    "submission_id",
+];
+
+/// The sink as written.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LokiRaw {
+    pub name: Option<String>,
+    /// Base URL of Loki, e.g. `http://loki:3100` (`/loki/api/v1/push` is appended).
+    pub endpoint: Option<String>,
+    /// `"protobuf"` (snappy-compressed, the default) or `"json"`.
+    pub encoding: Option<String>,
+    /// For `encoding = "json"`: `"gzip"` (default) or `"none"`.
+    pub compression: Option<String>,
+    /// Label name → template. Default: service_name="ray", cluster="{cluster}",
+    /// node="{node}", component="{component}", level="{level}".
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Permit labels that change per job/file/session (one Loki stream each).
+    #[serde(default)]
+    pub allow_high_cardinality_labels: bool,
+    /// Record fields sent as structured metadata. Default: the ids, file, pid,
+    /// session, task_name, actor_name.
+    pub structured_metadata: Option<Vec<String>>,
+    /// `"message"` (default) or `"json"` (the whole record, for Loki 2.x without
+    /// structured metadata).
+    pub line_format: Option<String>,
+    /// Sent as `X-Scope-OrgID` (multi-tenant Loki).
+    pub tenant_id: Option<String>,
+    pub basic_auth: Option<BasicAuthRaw>,
+    pub bearer_token: Option<Secret>,
+    #[serde(default)]
+    pub tls: TlsRaw,
+    pub timeout: Option<DurationValue>,
+}
+
+/// Wire encoding of a push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LokiEncoding {
+    /// `application/x-protobuf`, snappy block compression.
+    Protobuf,
+    /// `application/json`, optionally gzip.
+    Json { gzip: bool },
+}
+
+/// What each log line holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineFormat {
+    Message,
+    Json,
+}
+
+/// The validated sink.
+#[derive(Clone, Debug)]
+pub struct LokiConfig {
+    pub name: String,
+    /// Full push URL (`…/loki/api/v1/push`).
+    pub push_url: reqwest::Url,
+    pub encoding: LokiEncoding,
+    /// Label name → template (e.g. `"{component}"` or a constant).
+    pub labels: BTreeMap<String, String>,
+    pub structured_metadata: Vec<String>,
+    pub line_format: LineFormat,
+    pub tenant_id: Option<String>,
+    /// `(user, password)`.
+    pub basic_auth: Option<(String, String)>,
+    pub bearer_token: Option<String>,
+    pub client: reqwest::Client,
+}
+
+fn default_labels() -> BTreeMap<String, String> {
+    [
+        ("service_name", "ray"),
+        ("cluster", "{cluster}"),
+        ("node", "{node}"),
+        ("component", "{component}"),
+        ("level", "{level}"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+impl LokiRaw {
+    /// Validates into a [`LokiConfig`]; problems are keyed under `key`.
+    pub fn validate(&self, key: &str, p: &mut Problems) -> LokiConfig {
+        let base = parse_endpoint(self.endpoint.as_deref(), key, "http://loki:3100", p);
+        let push_url = if base.path().ends_with("/loki/api/v1/push") {
+            base
+        } else {
+            base.join("loki/api/v1/push").unwrap_or(base)
+        };
+        let encoding = match (self.encoding.as_deref().unwrap_or("protobuf"), self.compression.as_deref()) {
+            ("protobuf", None | Some("snappy")) => LokiEncoding::Protobuf,
+            ("json", None | Some("gzip")) => LokiEncoding::Json { gzip: true },
+            ("json", Some("none")) => LokiEncoding::Json { gzip: false },
+            (e @ ("protobuf" | "json"), Some(c)) => {
+                p.add(&format!("{key}.compression"), format!("{c:?} does not go with encoding {e:?}; protobuf is always snappy, json takes \"gzip\" or \"none\""));
+                LokiEncoding::Protobuf
+            }
+            (e, _) => {
+                p.add(&format!("{key}.encoding"), format!("{e:?} is not \"protobuf\" or \"json\""));
+                LokiEncoding::Protobuf
+            }
+        };
+        let labels = self.labels.clone().unwrap_or_else(default_labels);
+        self.check_labels(&labels, key, p);
+        let structured_metadata = self
+            .structured_metadata
+            .clone()
+            .unwrap_or_else(|| METADATA_FIELDS.iter().filter(|f| **f != "stream").map(|s| s.to_string()).collect());
+        for f in &structured_metadata {
+            if !METADATA_FIELDS.contains(&f.as_str()) {
+                p.add(
+                    &format!("{key}.structured_metadata"),
+                    format!("{f:?} is not a record field; use any of {METADATA_FIELDS:?}"),
+                );
+            }
+        }
+        let line_format = match self.line_format.as_deref().unwrap_or("message") {
+            "message" => LineFormat::Message,
+            "json" => LineFormat::Json,
+            other => {
+                p.add(&format!("{key}.line_format"), format!("{other:?} is not \"message\" or \"json\""));
+                LineFormat::Message
+            }
+        };
+        let basic_auth = self
+            .basic_auth
+            .as_ref()
+            .map(|b| (b.username.clone(), b.password.resolve(&format!("{key}.basic_auth.password"), p)));
+        let bearer_token = self.bearer_token.as_ref().map(|t| t.resolve(&format!("{key}.bearer_token"), p));
+        if basic_auth.is_some() && bearer_token.is_some() {
+            p.add(key, "set basic_auth or bearer_token, not both");
+        }
+        let client = build_client(&self.tls, timeout(&self.timeout, key, p), key, p).unwrap_or_default();
+        LokiConfig {
+            name: self.name.clone().unwrap_or_else(|| "loki".into()),
+            push_url,
+            encoding,
+            labels,
+            structured_metadata,
+            line_format,
+            tenant_id: self.tenant_id.clone(),
+            basic_auth,
+            bearer_token,
+            client,
+        }
+    }
+
+    fn check_labels(&self, labels: &BTreeMap<String, String>, key: &str, p: &mut Problems) {
+        for (name, template) in labels {
+            let k = format!("{key}.labels.{name}");
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || name.starts_with(|c: char| c.is_ascii_digit())
+            {
+                p.add(&k, "label names are letters, digits and _ and do not start with a digit");
+            }
+            for field in template_fields(template) {
+                if ["actor_id", "task_id", "worker_id", "node_id", "pid"].contains(&field) {
+                    p.add(&k, format!("{{{field}}} would make one Loki stream per {field}; send it as structured metadata (the default) instead"));
+                } else if !TEMPLATE_FIELDS.contains(&field) {
+                    p.add(&k, format!("{{{field}}} is not a known field; use any of {TEMPLATE_FIELDS:?}"));
+                } else if HIGH_CARDINALITY.contains(&field) && !self.allow_high_cardinality_labels {
+                    p.add(
+                        &k,
+                        format!(
+                            "{{{field}}} makes many streams; set allow_high_cardinality_labels = true if you mean it"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The same sink with secrets hidden, for `check-config`.
+    pub fn redacted(&self) -> LokiRaw {
+        let mut r = self.clone();
+        r.bearer_token = r.bearer_token.map(|s| s.redacted());
+        if let Some(b) = &mut r.basic_auth {
+            b.password = b.password.redacted();
+        }
+        r
+    }
+}
+
+/// The `{field}` names a label template uses.
+pub fn template_fields(t: &str) -> Vec<&str> {
+    let mut out = vec![];
+    let mut rest = t;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else { break };
+        out.push(&rest[open + 1..open + close]);
+        rest = &rest[open + close + 1..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(raw: LokiRaw) -> (LokiConfig, Problems) {
+        let mut p = Problems::default();
+        let c = raw.validate("sinks[0]", &mut p);
+        (c, p)
+    }
+
+    #[test]
+    fn defaults() {
+        let (c, p) = check(LokiRaw { endpoint: Some("http://loki:3100".into()), ..Default::default() });
+        assert!(p.is_empty(), "{p}");
+        assert_eq!(c.push_url.as_str(), "http://loki:3100/loki/api/v1/push");
+        assert_eq!(c.encoding, LokiEncoding::Protobuf);
+        assert_eq!(c.labels.len(), 5);
+        assert!(c.structured_metadata.contains(&"actor_id".to_string()));
+    }
+
+    #[test]
+    fn per_id_labels_are_refused() {
+        let labels = BTreeMap::from([("actor".to_string(), "{actor_id}".to_string())]);
+        let (_, p) =
+            check(LokiRaw { endpoint: Some("http://l:3100".into()), labels: Some(labels), ..Default::default() });
+        assert!(p.to_string().contains("sinks[0].labels.actor"), "{p}");
+        let labels = BTreeMap::from([("job".to_string(), "{job_id}".to_string())]);
+        let (_, p) = check(LokiRaw {
+            endpoint: Some("http://l:3100".into()),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        });
+        assert!(p.to_string().contains("allow_high_cardinality_labels"), "{p}");
+        let (_, p) = check(LokiRaw {
+            endpoint: Some("http://l:3100".into()),
+            labels: Some(labels),
+            allow_high_cardinality_labels: true,
+            ..Default::default()
+        });
+        assert!(p.is_empty(), "{p}");
+    }
+
+    #[test]
+    fn bad_values_named() {
+        let (_, p) =
+            check(LokiRaw { endpoint: Some("ftp://x".into()), encoding: Some("xml".into()), ..Default::default() });
+        let s = p.to_string();
+        assert!(s.contains("sinks[0].endpoint") && s.contains("sinks[0].encoding"), "{s}");
+    }
+}

@@ -1,0 +1,1 @@
+//! Encodes a batch as a Loki push request (to be implemented).

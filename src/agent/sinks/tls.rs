@@ -1,0 +1,83 @@
+//! HTTP client settings shared by the Loki and Elasticsearch sinks: TLS with a custom
+//! CA, timeouts, and the validated auth options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::config::values::{DurationValue, Problems, Secret};
+
+/// `tls = { ca_file = "...", insecure_skip_verify = false }`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsRaw {
+    /// PEM file with the CA certificate(s) that signed the server's certificate.
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate (testing only).
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+/// `basic_auth = { username = "...", password = "..." | { env = "..." } }`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuthRaw {
+    pub username: String,
+    pub password: Secret,
+}
+
+/// Builds an HTTP client with the TLS and timeout settings; problems go to `p` under `key`.
+pub fn build_client(tls: &TlsRaw, timeout: Duration, key: &str, p: &mut Problems) -> Option<reqwest::Client> {
+    let mut b = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout.min(Duration::from_secs(10)));
+    if let Some(ca) = &tls.ca_file {
+        match std::fs::read(ca) {
+            Ok(pem) => match reqwest::Certificate::from_pem_bundle(&pem) {
+                Ok(certs) => {
+                    for c in certs {
+                        b = b.add_root_certificate(c);
+                    }
+                }
+                Err(e) => {
+                    p.add(&format!("{key}.tls.ca_file"), format!("{} is not a PEM certificate: {e}", ca.display()))
+                }
+            },
+            Err(e) => p.add(&format!("{key}.tls.ca_file"), format!("cannot read {}: {e}", ca.display())),
+        }
+    }
+    if tls.insecure_skip_verify {
+        b = b.danger_accept_invalid_certs(true);
+    }
+    match b.build() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            p.add(key, format!("cannot build an HTTP client: {e}"));
+            None
+        }
+    }
+}
+
+/// Parses an endpoint URL, requiring http or https.
+pub fn parse_endpoint(s: Option<&str>, key: &str, example: &str, p: &mut Problems) -> reqwest::Url {
+    let fallback = || reqwest::Url::parse("http://127.0.0.1/").expect("static URL");
+    let Some(s) = s else {
+        p.add(&format!("{key}.endpoint"), format!("is required, e.g. endpoint = \"{example}\""));
+        return fallback();
+    };
+    match reqwest::Url::parse(s) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        Ok(u) => {
+            p.add(&format!("{key}.endpoint"), format!("scheme {:?} is not http or https", u.scheme()));
+            fallback()
+        }
+        Err(e) => {
+            p.add(&format!("{key}.endpoint"), format!("{s:?} is not a URL ({e}); e.g. \"{example}\""));
+            fallback()
+        }
+    }
+}
+
+/// A timeout value with its default.
+pub fn timeout(v: &Option<DurationValue>, key: &str, p: &mut Problems) -> Duration {
+    v.as_ref().map_or(Duration::from_secs(10), |v| v.get(&format!("{key}.timeout"), p))
+}
