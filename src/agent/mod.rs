@@ -9,7 +9,12 @@
 //!   everything before them, written atomically.
 //! - [`api`] and [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
 
+pub mod api;
 pub mod batch;
+pub mod checkpoint;
 pub mod config;
 pub mod metrics;
+pub mod pipeline;
+pub mod run;
 pub mod sinks;
+pub mod source;

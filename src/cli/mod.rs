@@ -4,7 +4,9 @@
 //! the translation of flags into typed values (filters, options), so every error
 //! message names the flag that caused it.
 
+pub mod check_config;
 pub mod parse;
+pub mod ship;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -27,6 +29,8 @@ pub struct Cli {
 pub enum Command {
     Parse(parse::ParseArgs),
     Trace(trace::TraceArgs),
+    Ship(ship::ShipArgs),
+    CheckConfig(check_config::CheckConfigArgs),
 }
 
 /// Output formats of `parse`.
@@ -136,5 +140,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Parse(a) => parse::run(a),
         Command::Trace(a) => trace::run(a),
+        Command::Ship(a) => ship::run(a),
+        Command::CheckConfig(a) => check_config::run(a),
     }
 }

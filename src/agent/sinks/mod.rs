@@ -165,7 +165,8 @@ pub struct SinkTask {
 /// Drives one sink until its batch channel closes (or the grace period ends).
 pub async fn run_sink(mut t: SinkTask) {
     while let Some((batch, made)) = t.batches.recv().await {
-        if !deliver(&mut t, &batch).await {
+        // A batch can carry only checkpoint progress (marker lines, held records).
+        if !batch.is_empty() && !deliver(&mut t, &batch).await {
             return; // shutting down with this batch undelivered: its checkpoint stays put
         }
         let m = &t.metrics.sinks[t.index];

@@ -1,0 +1,140 @@
+//! Wiring and lifecycle of `raylog ship`: start every stage, stop them in order.
+//!
+//! Shutdown (SIGTERM/SIGINT, or the end of `--once`) flows downstream: the reader
+//! stops and cuts its last batch, which closes the dispatcher, which closes the sink
+//! channels; sinks drain what they hold and drop their ack senders; the ack tracker
+//! then saves the final checkpoints. On a signal, sinks get `retry.shutdown_grace` to
+//! finish; whatever is still undelivered keeps its checkpoint back and is re-read at
+//! the next start (at-least-once, never lost).
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio::sync::{mpsc, watch};
+
+use crate::agent::api::{self, Health};
+use crate::agent::checkpoint::CheckpointStore;
+use crate::agent::config::Config;
+use crate::agent::metrics::Metrics;
+use crate::agent::pipeline::{dispatch, track_acks};
+use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
+use crate::agent::source::Source;
+
+/// Runs the agent until a signal (or, with `once`, until everything is delivered).
+pub fn run(cfg: Config, once: bool) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(run_async(cfg, once))
+}
+
+async fn run_async(cfg: Config, once: bool) -> Result<()> {
+    let store = CheckpointStore::load(&cfg.source.state_dir)?;
+    tracing::info!(state_dir = %cfg.source.state_dir.display(), files = store.len(), "loaded checkpoints");
+    let names: Vec<&str> = cfg.sinks.iter().map(|s| s.name()).collect();
+    let metrics = Arc::new(Metrics::new(&names));
+    let health = Arc::new(Health::default());
+    if let Some(addr) = cfg.api_address {
+        let bound = api::serve(addr, metrics.clone(), health.clone()).await?;
+        tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let (give_up_tx, give_up) = watch::channel(false);
+    let per_sink = (cfg.batch.max_buffer_bytes / cfg.batch.max_bytes.max(1) / 2).max(1);
+    let (ack_tx, ack_rx) = mpsc::channel(1024);
+    let dead = DeadLetter::new(&cfg.source.state_dir);
+    let mut sink_txs = vec![];
+    let mut sink_tasks = vec![];
+    for (index, sc) in cfg.sinks.iter().enumerate() {
+        let sink = SinkImpl::new(sc).with_context(|| format!("sink {:?}", sc.name()))?;
+        let (tx, rx) = mpsc::channel(per_sink);
+        sink_txs.push(tx);
+        sink_tasks.push(tokio::spawn(run_sink(SinkTask {
+            index,
+            name: sc.name().to_string(),
+            sink,
+            batches: rx,
+            acks: ack_tx.clone(),
+            dead: dead.clone(),
+            retry: cfg.retry.clone(),
+            metrics: metrics.clone(),
+            give_up: give_up.clone(),
+        })));
+    }
+    drop(ack_tx);
+    let (cut_tx, cut_rx) = mpsc::channel(1);
+    let (pending_tx, pending_rx) = mpsc::unbounded_channel();
+    let dispatcher = tokio::spawn(dispatch(cut_rx, sink_txs, pending_tx));
+    let tracker = tokio::spawn(track_acks(
+        pending_rx,
+        ack_rx,
+        cfg.sinks.len(),
+        CheckpointStore::load(&cfg.source.state_dir)?,
+        metrics.clone(),
+    ));
+
+    let (wake_tx, wake_rx) = std::sync::mpsc::channel();
+    let _watcher = if cfg.source.watch { watch_paths(&cfg, wake_tx) } else { None };
+    let source = Source::new(cfg.clone(), store, cut_tx, metrics.clone(), shutdown.clone(), once);
+    let reader = tokio::task::spawn_blocking(move || source.run(wake_rx));
+    health.ready.store(true, Relaxed);
+
+    let signalled = tokio::select! {
+        r = reader => { r.context("the reader thread panicked")?; false }
+        _ = shutdown_signal() => true,
+    };
+    if signalled {
+        tracing::info!(grace = ?cfg.retry.shutdown_grace, "stopping: no more reading; delivering what was read");
+        health.ready.store(false, Relaxed);
+        shutdown.store(true, Relaxed);
+        let grace = cfg.retry.shutdown_grace;
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            let _ = give_up_tx.send(true);
+        });
+    }
+    let _ = dispatcher.await;
+    for t in sink_tasks {
+        let _ = t.await;
+    }
+    let store = tracker.await.context("the checkpoint task panicked")?;
+    tracing::info!(files = store.len(), "checkpoints saved; bye");
+    Ok(())
+}
+
+/// Wakes the reader on file-system events (inotify), so new lines are read at once
+/// rather than at the next poll. Failure only costs latency: polling continues.
+fn watch_paths(cfg: &Config, wake: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let mut w = notify::recommended_watcher(move |_res| {
+        let _ = wake.send(());
+    })
+    .map_err(|e| tracing::warn!(error = %e, "file events unavailable; polling only"))
+    .ok()?;
+    for p in &cfg.source.paths {
+        if let Err(e) = w.watch(p, notify::RecursiveMode::Recursive) {
+            tracing::warn!(path = %p.display(), error = %e, "cannot watch; polling it instead");
+        }
+    }
+    Some(w)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,170 @@
+//! Hold: an actor worker's output read before the actor's id is known.
+//!
+//! Live, a worker's stdout (`:actor_name:Counter` then prints) can be read before its
+//! core-worker log says `Creating actor actor_id=…`. Such records are copied out of
+//! the parser (the rare path, so owning them is fine) and held, bounded in count and
+//! time, until the correlator knows the worker's actor; then they are released with
+//! the actor id (and the job it implies). On timeout they go out as they are: late
+//! correlation must never turn into data loss.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raylog_parsers::record::{FieldValue, Fields, Ids, Level};
+use raylog_parsers::{Correlator, FileMeta, Id, Record, Timestamp};
+
+use crate::agent::checkpoint::FileKey;
+
+/// A record copied out of the parser.
+#[derive(Debug)]
+pub struct HeldRecord {
+    pub key: FileKey,
+    pub meta: Arc<FileMeta>,
+    pub since: Instant,
+    timestamp: Option<Timestamp>,
+    timestamp_inferred: bool,
+    level: Option<Level>,
+    message: String,
+    offset: u64,
+    lines: u32,
+    ids: Ids,
+    pid: Option<u32>,
+    task_name: Option<String>,
+    actor_name: Option<String>,
+    /// `(key, value, is_raw_json)`.
+    fields: Vec<(String, String, bool)>,
+    truncated: bool,
+}
+
+impl HeldRecord {
+    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>) -> HeldRecord {
+        HeldRecord {
+            key,
+            meta,
+            since: Instant::now(),
+            timestamp: r.timestamp,
+            timestamp_inferred: r.timestamp_inferred,
+            level: r.level,
+            message: r.message.to_string(),
+            offset: r.offset,
+            lines: r.lines,
+            ids: *r.ids,
+            pid: r.pid,
+            task_name: r.task_name.map(str::to_string),
+            actor_name: r.actor_name.map(str::to_string),
+            fields: r
+                .fields
+                .iter()
+                .map(|f| match f.value {
+                    FieldValue::Str(s) => (f.key.to_string(), s.to_string(), false),
+                    FieldValue::Json(j) => (f.key.to_string(), j.to_string(), true),
+                })
+                .collect(),
+            truncated: r.truncated,
+        }
+    }
+
+    /// Offset of the record in its file.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Hands the record to `out`, tagged with `actor` when known.
+    pub fn emit(&self, actor: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey)) {
+        let mut ids = self.ids;
+        if let Some(a) = actor {
+            ids.actor_id = Some(a);
+            ids.derive();
+        }
+        let mut fields = Fields::default();
+        for (k, v, raw) in &self.fields {
+            fields.push(k, if *raw { FieldValue::Json(v) } else { FieldValue::Str(v) });
+        }
+        let rec = Record {
+            timestamp: self.timestamp,
+            timestamp_inferred: self.timestamp_inferred,
+            level: self.level,
+            message: &self.message,
+            file: &self.meta,
+            offset: self.offset,
+            lines: self.lines,
+            ids: &ids,
+            pid: self.pid,
+            task_name: self.task_name.as_deref(),
+            actor_name: self.actor_name.as_deref(),
+            fields: &fields,
+            truncated: self.truncated,
+        };
+        out(&rec, self.key);
+    }
+}
+
+/// Records waiting for their actor, oldest first.
+#[derive(Debug, Default)]
+pub struct Hold {
+    queue: VecDeque<HeldRecord>,
+}
+
+/// Bound on held records: past it, the oldest go out untagged.
+pub const MAX_HELD: usize = 20_000;
+
+impl Hold {
+    /// Whether `r` should wait: an actor worker's record (its file carried
+    /// `:actor_name:`) whose actor is not known yet.
+    pub fn wants(r: &Record<'_>, corr: &Correlator) -> bool {
+        r.ids.actor_id.is_none()
+            && r.actor_name.is_some()
+            && r.file.component == "worker"
+            && r.ids.worker_id.is_some_and(|w| corr.actor_of(&w).is_none())
+    }
+
+    /// Whether anything of file `key` is held (then later records of that file must
+    /// wait too, to keep the file's order).
+    pub fn holds_file(&self, key: &FileKey) -> bool {
+        self.queue.iter().any(|h| &h.key == key)
+    }
+
+    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>) {
+        self.queue.push_back(HeldRecord::copy(r, key, meta));
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The smallest held offset of file `key` (a checkpoint must not pass it).
+    pub fn min_offset(&self, key: &FileKey) -> Option<u64> {
+        self.queue.iter().filter(|h| &h.key == key).map(|h| h.offset).min()
+    }
+
+    /// Releases, in order, every record whose worker's actor is now known, whose wait
+    /// exceeded `max_wait`, or all of them when `force`; stops at the first record of a
+    /// file that must keep waiting so each file's order is kept.
+    pub fn release(
+        &mut self,
+        corr: &Correlator,
+        max_wait: Duration,
+        force: bool,
+        out: &mut dyn FnMut(&Record<'_>, FileKey),
+    ) {
+        let now = Instant::now();
+        let mut blocked: Vec<FileKey> = vec![];
+        let mut keep = VecDeque::new();
+        while let Some(h) = self.queue.pop_front() {
+            let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
+            let expired = now.duration_since(h.since) >= max_wait || self.queue.len() + keep.len() >= MAX_HELD;
+            if !blocked.contains(&h.key) && (actor.is_some() || expired || force) {
+                h.emit(actor, out);
+            } else {
+                blocked.push(h.key);
+                keep.push_back(h);
+            }
+        }
+        self.queue = keep;
+    }
+}

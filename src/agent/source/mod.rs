@@ -1,0 +1,445 @@
+//! Source: discover → tail → parse → enrich → batch, on one thread.
+//!
+//! Reading and parsing are synchronous CPU work, so they run on a dedicated thread
+//! that owns every open file, the parsers and the correlator (no locks on the hot
+//! path). Each round it rediscovers files (cheap directory walks, woken early by
+//! inotify), reads what is new with a per-file budget so one busy file cannot starve
+//! the others, flushes idle files, releases held actor output, and cuts batches by
+//! records, bytes or age. Batches go out through a bounded channel with
+//! `blocking_send`: when the sinks are slow, reading simply stops (backpressure).
+
+pub mod hold;
+pub mod tail;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raylog_parsers::correlate::node_id_from_raylet;
+use raylog_parsers::{classify, Correlator, Id, Record};
+use tokio::sync::mpsc;
+
+use crate::agent::batch::{doc_id, Batch, NodeIdentity};
+use crate::agent::checkpoint::{unix_now, CheckpointStore, FileCheckpoint, FileKey, Fingerprint, SavedContext};
+use crate::agent::config::{Config, StartAt};
+use crate::agent::metrics::Metrics;
+use crate::discover::discover;
+use hold::Hold;
+use tail::Tailed;
+
+/// Bytes read from one file per round before moving to the next.
+const READ_BUDGET: u64 = 1 << 20;
+
+/// A cut batch with the checkpoints it completes.
+pub struct Cut {
+    pub batch: Arc<Batch>,
+    pub positions: Vec<FileCheckpoint>,
+    pub made: Instant,
+}
+
+/// The reader's state.
+pub struct Source {
+    cfg: Config,
+    out: mpsc::Sender<Cut>,
+    metrics: Arc<Metrics>,
+    shutdown: Arc<AtomicBool>,
+    once: bool,
+    corr: Correlator,
+    files: HashMap<FileKey, Tailed>,
+    /// Node id of each logs dir label.
+    nodes: HashMap<String, Option<Id>>,
+    /// Checkpoints as loaded at start (resume offsets).
+    resume: CheckpointStore,
+    hold: Hold,
+    batch: Batch,
+    batch_started: Instant,
+    dirty: HashSet<FileKey>,
+    seq: u64,
+    node: Arc<NodeIdentity>,
+    first_scan: bool,
+    buf: Vec<u8>,
+    failed_paths: HashSet<PathBuf>,
+    /// Final checkpoints of files closed since the last cut.
+    closed: Vec<FileCheckpoint>,
+}
+
+impl Source {
+    pub fn new(
+        cfg: Config,
+        resume: CheckpointStore,
+        out: mpsc::Sender<Cut>,
+        metrics: Arc<Metrics>,
+        shutdown: Arc<AtomicBool>,
+        once: bool,
+    ) -> Source {
+        let node =
+            Arc::new(NodeIdentity::new(cfg.node.name.clone(), cfg.node.cluster.clone(), cfg.node.labels.clone()));
+        Source {
+            batch: Batch::new(0, node.clone()),
+            node,
+            cfg,
+            out,
+            metrics,
+            shutdown,
+            once,
+            corr: Correlator::new(),
+            files: HashMap::new(),
+            nodes: HashMap::new(),
+            resume,
+            hold: Hold::default(),
+            batch_started: Instant::now(),
+            dirty: HashSet::new(),
+            seq: 0,
+            first_scan: true,
+            buf: vec![0u8; 256 * 1024],
+            failed_paths: HashSet::new(),
+            closed: Vec::new(),
+        }
+    }
+
+    /// Runs until shutdown (or, with `once`, until every file is read to its end).
+    pub fn run(mut self, wake: std::sync::mpsc::Receiver<()>) {
+        let mut next_scan = Instant::now();
+        loop {
+            if self.shutdown.load(Relaxed) {
+                self.cut(true);
+                return;
+            }
+            let now = Instant::now();
+            let mut new_files = 0;
+            if now >= next_scan {
+                new_files = self.scan();
+                next_scan = now + self.cfg.source.poll_interval;
+            }
+            let read = self.read_round();
+            self.flush_idle();
+            self.release_held(false);
+            self.update_gauges();
+            if self.once && read == 0 && new_files == 0 && !self.first_scan {
+                self.finish_all();
+                self.cut(true);
+                return;
+            }
+            self.first_scan = false;
+            self.cut(false);
+            if read == 0 {
+                let wait = next_scan.saturating_duration_since(Instant::now()).min(self.cfg.batch.max_wait / 2);
+                let _ = wake.recv_timeout(wait.max(Duration::from_millis(10)));
+                while wake.try_recv().is_ok() {}
+                if self.once {
+                    next_scan = Instant::now();
+                }
+            }
+        }
+    }
+
+    /// Finds new files and notices vanished ones. Returns how many were opened.
+    fn scan(&mut self) -> usize {
+        let disc = discover(&self.cfg.source.paths);
+        let mut seen: HashSet<FileKey> = HashSet::new();
+        let mut opened = 0;
+        for f in &disc.files {
+            let crate::discover::Source::File(path) = &f.source else { continue };
+            let Ok(md) = std::fs::metadata(path) else { continue };
+            let key = FileKey::of(&md);
+            seen.insert(key);
+            if let Some(t) = self.files.get_mut(&key) {
+                t.path = path.clone();
+                continue;
+            }
+            let dir = &disc.dirs[f.dir];
+            if self.open(path, &f.rel, &dir.clone(), &md) {
+                opened += 1;
+            }
+        }
+        for t in self.files.values_mut() {
+            t.gone = !seen.contains(&t.key);
+        }
+        for (path, why) in &disc.failures {
+            if self.failed_paths.insert(PathBuf::from(path)) {
+                tracing::warn!(%path, %why, "cannot read; will keep looking");
+            }
+        }
+        opened
+    }
+
+    /// Opens a newly found file at its resume offset. False when skipped.
+    fn open(&mut self, path: &PathBuf, rel: &str, dir: &crate::discover::LogsDir, md: &std::fs::Metadata) -> bool {
+        if let Some(max) = self.cfg.source.ignore_older {
+            let old = md.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > max);
+            if old && self.resume.get(&FileKey::of(md)).is_none() {
+                return false;
+            }
+        }
+        let (offset, ctx) = self.resume_point(path, md);
+        let meta = classify(rel, dir.session.as_deref());
+        let node = self.node_of(&dir.label);
+        let mut t = match Tailed::open(path.clone(), meta, dir.label.clone(), node, offset, ctx.to_parser()) {
+            Ok(t) => t,
+            Err(e) => {
+                if self.failed_paths.insert(path.clone()) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot open; will retry");
+                }
+                self.metrics.read_errors.fetch_add(1, Relaxed);
+                return false;
+            }
+        };
+        self.prescan(&mut t);
+        if t.meta.component == "raylet" && node.is_none() {
+            self.learn_node(&dir.label, path);
+        }
+        t.set_node(self.node_of(&dir.label));
+        self.dirty.insert(t.key);
+        self.files.insert(t.key, t);
+        true
+    }
+
+    /// Where to start in a newly found file: its checkpoint if the fingerprint still
+    /// matches, the end for pre-existing files with `start_at = "end"`, else 0.
+    fn resume_point(&mut self, path: &PathBuf, md: &std::fs::Metadata) -> (u64, SavedContext) {
+        let key = FileKey::of(md);
+        if let Some(cp) = self.resume.get(&key).cloned() {
+            let same = std::fs::File::open(path)
+                .and_then(|mut f| Fingerprint::read(&mut f, cp.fingerprint.len))
+                .is_ok_and(|fp| fp == cp.fingerprint);
+            if same && cp.offset <= md.len() {
+                return (cp.offset, cp.context);
+            }
+            tracing::info!(path = %path.display(), "file replaced since the checkpoint (inode reused); reading it from the start");
+            self.resume.remove(&key);
+            return (0, SavedContext::default());
+        }
+        if self.first_scan && self.cfg.source.start_at == StartAt::End && self.resume.is_empty() {
+            return (md.len(), SavedContext::default());
+        }
+        (0, SavedContext::default())
+    }
+
+    /// Learns correlation (actor of a worker, job of a worker) from what a file holds
+    /// when it is found, before any file is parsed: the bytes before a resume offset
+    /// will not be parsed again, and a worker's stdout may be read before the
+    /// core-worker log that names its actor. Same pass as `raylog parse` makes, so
+    /// the agent and the CLI tag the same records.
+    fn prescan(&mut self, t: &mut Tailed) {
+        if !crate::scan::wanted_by_prescan(&t.meta) {
+            return;
+        }
+        use std::io::Read;
+        let limit = t.size.min(crate::scan::prescan_limit(&t.meta));
+        if let Ok(f) = std::fs::File::open(&t.path) {
+            let mut node = None;
+            let _ = crate::scan::for_each_line_chunk(f.take(limit), |c| {
+                crate::scan::prescan_bytes(&t.meta, c, &mut self.corr, &mut node)
+            });
+        }
+    }
+
+    fn node_of(&self, dir: &str) -> Option<Id> {
+        self.nodes.get(dir).copied().flatten()
+    }
+
+    fn learn_node(&mut self, dir: &str, raylet: &PathBuf) {
+        use std::io::Read;
+        let mut head = Vec::new();
+        if let Ok(f) = std::fs::File::open(raylet) {
+            let _ = f.take(1 << 20).read_to_end(&mut head);
+        }
+        if let Some(n) = node_id_from_raylet(&head) {
+            self.nodes.insert(dir.to_string(), Some(n));
+            for t in self.files.values_mut().filter(|t| t.dir == dir && t.node_unknown()) {
+                t.set_node(Some(n));
+            }
+        }
+    }
+
+    /// One pass over every file. Returns bytes read.
+    fn read_round(&mut self) -> u64 {
+        let mut total = 0;
+        let mut keys: Vec<FileKey> = self.files.keys().copied().collect();
+        keys.sort();
+        for key in keys {
+            total += self.read_file(key);
+        }
+        self.metrics.bytes_read.fetch_add(total, Relaxed);
+        total
+    }
+
+    fn read_file(&mut self, key: FileKey) -> u64 {
+        let Some(t) = self.files.get_mut(&key) else { return 0 };
+        let before = *t.parser.stats();
+        let now_ns = now_ns();
+        let ident = file_identity(t);
+        let (batch, hold, meta) = (&mut self.batch, &mut self.hold, t.meta.clone());
+        let held_file = hold.holds_file(&key);
+        let mut sink = |r: &Record<'_>| {
+            if held_file || (r.ids.actor_id.is_none() && r.actor_name.is_some() && r.file.component == "worker") {
+                hold.push(r, key, meta.clone());
+            } else {
+                batch.push(r, now_ns, doc_id(&ident, r.offset));
+            }
+        };
+        let res = t.read(&mut self.buf, READ_BUDGET, &mut self.corr, &self.cfg.source.parse, &mut sink);
+        let after = *t.parser.stats();
+        self.metrics.lines_read.fetch_add(after.lines - before.lines, Relaxed);
+        self.metrics.records_read.fetch_add(after.records - before.records, Relaxed);
+        self.metrics.invalid_utf8.fetch_add(after.invalid_utf8 - before.invalid_utf8, Relaxed);
+        self.metrics.truncated_lines.fetch_add(after.truncated_lines - before.truncated_lines, Relaxed);
+        match res {
+            Ok(r) => {
+                if r.bytes > 0 || r.truncated {
+                    self.dirty.insert(key);
+                }
+                if r.truncated {
+                    tracing::info!(path = %t.path.display(), "file was truncated in place (copy-truncate); reading it from the start");
+                }
+                if r.at_eof && t.gone {
+                    self.close(key);
+                }
+                r.bytes
+            }
+            Err(e) => {
+                tracing::warn!(path = %t.path.display(), offset = t.parser.offset(), error = %e, "read failed; closing the file");
+                self.metrics.read_errors.fetch_add(1, Relaxed);
+                self.close(key);
+                0
+            }
+        }
+    }
+
+    /// A vanished file read to its end: emit what it held and stop following it.
+    fn close(&mut self, key: FileKey) {
+        let Some(mut t) = self.files.remove(&key) else { return };
+        let ident = file_identity(&mut t);
+        let (batch, hold, meta, now) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
+        t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| {
+            if hold.holds_file(&key) {
+                hold.push(r, key, meta.clone());
+            } else {
+                batch.push(r, now, doc_id(&ident, r.offset));
+            }
+        });
+        self.closed.push(position(&t, &self.hold));
+    }
+
+    /// Emits the open record of every file quiet for `idle_flush`, and partial last
+    /// lines quiet for `partial_line_timeout`.
+    fn flush_idle(&mut self) {
+        let now = Instant::now();
+        let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
+        let keys: Vec<FileKey> = self.files.keys().copied().collect();
+        for key in keys {
+            let Some(t) = self.files.get_mut(&key) else { continue };
+            let ident = file_identity(t);
+            let (batch, hold, meta, ts) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
+            let before = t.parser.unemitted_offset();
+            t.flush_if_idle(now, idle, partial, &mut self.corr, &self.cfg.source.parse, &mut |r| {
+                if hold.holds_file(&key)
+                    || (r.ids.actor_id.is_none() && r.actor_name.is_some() && r.file.component == "worker")
+                {
+                    hold.push(r, key, meta.clone());
+                } else {
+                    batch.push(r, ts, doc_id(&ident, r.offset));
+                }
+            });
+            if t.parser.unemitted_offset() != before {
+                self.dirty.insert(key);
+            }
+        }
+    }
+
+    /// Moves held records whose actor is now known (or that waited long enough)
+    /// into the batch.
+    fn release_held(&mut self, force: bool) {
+        if self.hold.is_empty() {
+            return;
+        }
+        let ts = now_ns();
+        let idents: HashMap<FileKey, String> = self.files.iter_mut().map(|(k, t)| (*k, file_identity(t))).collect();
+        let batch = &mut self.batch;
+        let dirty = &mut self.dirty;
+        self.hold.release(&self.corr, self.cfg.source.actor_hold, force, &mut |r, key| {
+            let ident = idents.get(&key).cloned().unwrap_or_else(|| key.label());
+            batch.push(r, ts, doc_id(&ident, r.offset));
+            dirty.insert(key);
+        });
+    }
+
+    fn update_gauges(&self) {
+        self.metrics.files_watched.store(self.files.len() as i64, Relaxed);
+        self.metrics.bytes_behind.store(self.files.values().map(|t| t.behind() as i64).sum(), Relaxed);
+        self.metrics.records_held.store(self.hold.len() as i64, Relaxed);
+    }
+
+    /// `--once`: every file is complete; emit the last lines and held records.
+    fn finish_all(&mut self) {
+        let keys: Vec<FileKey> = self.files.keys().copied().collect();
+        for key in keys {
+            let Some(t) = self.files.get_mut(&key) else { continue };
+            let ident = file_identity(t);
+            let (batch, hold, meta, ts) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
+            t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| {
+                if hold.holds_file(&key) {
+                    hold.push(r, key, meta.clone());
+                } else {
+                    batch.push(r, ts, doc_id(&ident, r.offset));
+                }
+            });
+            self.dirty.insert(key);
+        }
+        self.release_held(true);
+    }
+
+    /// Sends the batch when it is full or old enough (or `force`), with the
+    /// checkpoints of the files it advanced.
+    fn cut(&mut self, force: bool) {
+        let full = self.batch.len() >= self.cfg.batch.max_records || self.batch.bytes() >= self.cfg.batch.max_bytes;
+        let due = self.batch_started.elapsed() >= self.cfg.batch.max_wait;
+        let has_positions = !self.dirty.is_empty() || !self.closed.is_empty();
+        if !(full || ((due || force) && (!self.batch.is_empty() || has_positions))) {
+            return;
+        }
+        let mut positions = std::mem::take(&mut self.closed);
+        for key in self.dirty.drain() {
+            if let Some(t) = self.files.get(&key) {
+                positions.push(position(t, &self.hold));
+            }
+        }
+        self.seq += 1;
+        let batch = std::mem::replace(&mut self.batch, Batch::new(self.seq, self.node.clone()));
+        self.batch_started = Instant::now();
+        let cut = Cut { batch: Arc::new(batch), positions, made: Instant::now() };
+        if self.out.blocking_send(cut).is_err() {
+            // The pipeline is gone (shutting down): nothing more to do.
+            self.shutdown.store(true, Relaxed);
+        }
+    }
+}
+
+/// Nanoseconds since the epoch, now.
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The identity a file's document ids derive from: its inode and fingerprint hash,
+/// so a recycled inode gives different ids.
+fn file_identity(t: &mut Tailed) -> String {
+    format!("{}:{:x}", t.key.label(), t.first_line_hash())
+}
+
+/// The checkpoint of a file right now.
+fn position(t: &Tailed, hold: &Hold) -> FileCheckpoint {
+    let mut offset = t.parser.unemitted_offset();
+    if let Some(h) = hold.min_offset(&t.key) {
+        offset = offset.min(h);
+    }
+    FileCheckpoint {
+        key: t.key,
+        fingerprint: t.fingerprint,
+        offset,
+        path: t.path.display().to_string(),
+        context: SavedContext::from_parser(t.parser.context()),
+        updated: unix_now(),
+    }
+}

@@ -1,0 +1,202 @@
+//! Tail: one open file, read as it grows, across rename rotation and copy-truncate.
+//!
+//! A [`Tailed`] file keeps its descriptor open, so a rename (`x` → `x.1`, or into
+//! `old/`) changes nothing: the same inode is read to its end, and the new `x` is a
+//! different inode found by discovery and read from the start. A file that shrinks
+//! below what was read was truncated in place (copy-truncate): reading restarts at 0.
+//! A deleted file is drained, then closed. The bytes go to the file's
+//! [`FileParser`], which holds partial lines and open records until they complete.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use raylog_parsers::{Correlator, FileMeta, FileParser, Options, Record};
+
+use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
+
+/// An open, followed file.
+pub struct Tailed {
+    pub key: FileKey,
+    pub path: PathBuf,
+    pub meta: Arc<FileMeta>,
+    /// Label of the logs dir the file belongs to.
+    pub dir: String,
+    /// The node of the logs dir, kept for a parser restarted after truncation.
+    node: Option<raylog_parsers::Id>,
+    file: File,
+    pub parser: FileParser,
+    pub fingerprint: Fingerprint,
+    /// Size at the last stat.
+    pub size: u64,
+    /// When bytes last arrived.
+    pub last_data: Instant,
+    /// The path no longer names this file (deleted or moved out of the logs dir).
+    pub gone: bool,
+    /// A flush already happened since the last data (avoid re-flushing every round).
+    flushed: bool,
+    /// Hash of the file's first line: with the inode, what document ids derive from.
+    ident: u64,
+    /// The first line was complete when `ident` was taken.
+    ident_final: bool,
+}
+
+/// What one read round found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadResult {
+    pub bytes: u64,
+    pub truncated: bool,
+    pub at_eof: bool,
+}
+
+impl Tailed {
+    /// Opens `path` and positions the parser at `offset` with `ctx` (from a checkpoint).
+    pub fn open(
+        path: PathBuf,
+        meta: FileMeta,
+        dir: String,
+        node: Option<raylog_parsers::Id>,
+        offset: u64,
+        ctx: raylog_parsers::parser::FileContext,
+    ) -> std::io::Result<Tailed> {
+        let mut file = File::open(&path)?;
+        let md = file.metadata()?;
+        let key = FileKey::of(&md);
+        let fingerprint = Fingerprint::read(&mut file, md.len().min(offset.max(FINGERPRINT_MAX)))?;
+        file.seek(SeekFrom::Start(offset))?;
+        let mtime = md
+            .modified()
+            .ok()
+            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| raylog_parsers::Timestamp(d.as_nanos() as i64));
+        let meta = Arc::new(meta);
+        let mut parser = FileParser::new((*meta).clone(), node, mtime);
+        parser.resume_at(offset, ctx);
+        Ok(Tailed {
+            key,
+            path,
+            meta,
+            dir,
+            node,
+            ident: 0,
+            ident_final: false,
+            file,
+            parser,
+            fingerprint,
+            size: md.len(),
+            last_data: Instant::now(),
+            gone: false,
+            flushed: true,
+        })
+    }
+
+    /// Hash of the first line (identifies this file's content for document ids even
+    /// if its inode is later reused). Taken once the first line is complete.
+    pub fn first_line_hash(&mut self) -> u64 {
+        if !self.ident_final {
+            if let Ok(mut f) = File::open(&self.path) {
+                let mut head = [0u8; 256];
+                let n = f.read(&mut head).unwrap_or(0);
+                let line_end = memchr::memchr(b'\n', &head[..n]);
+                self.ident_final = line_end.is_some() || n == head.len();
+                let head = &head[..line_end.unwrap_or(n)];
+                self.ident =
+                    head.iter().fold(0xcbf29ce484222325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100000001b3));
+            }
+        }
+        self.ident
+    }
+
+    /// Whether the node id is still unknown.
+    pub fn node_unknown(&self) -> bool {
+        self.node.is_none()
+    }
+
+    /// Sets the node id once raylet has announced it.
+    pub fn set_node(&mut self, node: Option<raylog_parsers::Id>) {
+        self.node = node;
+        self.parser.set_node_id(node);
+    }
+
+    /// Bytes between what was read and the end of the file.
+    pub fn behind(&self) -> u64 {
+        self.size.saturating_sub(self.parser.offset())
+    }
+
+    /// Reads up to `budget` new bytes into the parser. Detects copy-truncate.
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        budget: u64,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) -> std::io::Result<ReadResult> {
+        let mut res = ReadResult::default();
+        self.size = self.file.metadata()?.len();
+        if self.size < self.parser.offset() {
+            // Truncated in place: what was there is gone; start over at 0.
+            self.parser.finish(corr, opts, out);
+            let ctx = self.parser.context().clone();
+            self.parser = FileParser::new((*self.meta).clone(), self.node, None);
+            self.parser.resume_at(0, raylog_parsers::parser::FileContext { last_timestamp: None, ..ctx });
+            self.file.seek(SeekFrom::Start(0))?;
+            self.fingerprint = Fingerprint::default();
+            res.truncated = true;
+        }
+        while res.bytes < budget {
+            let want = (budget - res.bytes).min(buf.len() as u64) as usize;
+            let n = match self.file.read(&mut buf[..want]) {
+                Ok(0) => {
+                    res.at_eof = true;
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.parser.push(&buf[..n], corr, opts, out);
+            res.bytes += n as u64;
+        }
+        if res.bytes > 0 {
+            self.last_data = Instant::now();
+            self.flushed = false;
+            if self.fingerprint.len < FINGERPRINT_MAX && self.parser.offset() > self.fingerprint.len {
+                self.grow_fingerprint()?;
+            }
+        }
+        Ok(res)
+    }
+
+    /// Re-reads the fingerprint over more of the file as it grows, then restores
+    /// the read position.
+    fn grow_fingerprint(&mut self) -> std::io::Result<()> {
+        let pos = self.file.stream_position()?;
+        self.fingerprint = Fingerprint::read(&mut self.file, self.parser.offset())?;
+        self.file.seek(SeekFrom::Start(pos))?;
+        Ok(())
+    }
+
+    /// After `idle` with no data: emit the record held open (and, after
+    /// `partial_timeout`, a last line still waiting for its newline).
+    pub fn flush_if_idle(
+        &mut self,
+        now: Instant,
+        idle: std::time::Duration,
+        partial_timeout: std::time::Duration,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) {
+        let quiet = now.duration_since(self.last_data);
+        if quiet >= partial_timeout && self.parser.unemitted_offset() < self.parser.offset() {
+            self.parser.finish(corr, opts, out);
+            self.flushed = true;
+        } else if quiet >= idle && !self.flushed {
+            self.parser.flush(corr, opts, out);
+            self.flushed = true;
+        }
+    }
+}
