@@ -4,7 +4,7 @@
 //! channel, in order; a slow sink fills its channel, which stops the dispatcher, which
 //! stops the reader. The ack tracker keeps the checkpoints each batch completes
 //! until every sink has acknowledged that batch and all batches before it, then
-//! applies them and persists them (at most once a second, and at the end).
+//! applies them and persists them each time they advance.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -56,7 +56,6 @@ pub async fn track_acks(
     let mut waiting: BTreeMap<u64, (usize, Vec<FileCheckpoint>)> = BTreeMap::new();
     let mut early: BTreeMap<u64, usize> = BTreeMap::new();
     let mut dirty = false;
-    let mut last_save = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let (mut pending_open, mut acks_open) = (true, true);
     while pending_open || acks_open {
@@ -87,10 +86,11 @@ pub async fn track_acks(
                 dirty = true;
             }
         }
-        if dirty && last_save.elapsed() >= Duration::from_secs(1) {
+        // Saved at every advance: after a crash, only what was in flight is sent
+        // again (at most a batch per sink), never everything since a timer tick.
+        if dirty {
             save(&store, &metrics);
             dirty = false;
-            last_save = Instant::now();
         }
     }
     if dirty {

@@ -5,4 +5,5 @@ mod cli;
 mod golden;
 mod props;
 mod reconcile;
+mod ship;
 mod util;

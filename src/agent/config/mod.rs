@@ -430,13 +430,14 @@ pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
         d(r.max_backoff),
         d(r.shutdown_grace)
     ));
-    for s in &raw.sinks {
-        let mut redacted = toml::to_string(&RedactedSink(s)).unwrap_or_default();
-        if !redacted.ends_with('\n') {
-            redacted.push('\n');
-        }
-        out.push_str("\n[[sinks]]\n");
-        out.push_str(&redacted);
+    if !raw.sinks.is_empty() {
+        // Serialized under a `sinks` array so nested tables render as [sinks.labels].
+        let sinks: Vec<toml::Value> =
+            raw.sinks.iter().filter_map(|s| toml::Value::try_from(RedactedSink(s)).ok()).collect();
+        let mut doc = toml::Table::new();
+        doc.insert("sinks".into(), toml::Value::Array(sinks));
+        out.push('\n');
+        out.push_str(&toml::to_string(&doc).unwrap_or_default());
     }
     if raw.sinks.is_empty() {
         out.push_str("\n# no [[sinks]]: records go to stdout as NDJSON\n");
@@ -504,6 +505,16 @@ mod tests {
         assert!(err.contains("pathz"), "{err}");
         let err = parse("[[sinks]]\ntype = \"kafka\"\n", "t.toml").unwrap_err().to_string();
         assert!(err.contains("kafka"), "{err}");
+    }
+
+    #[test]
+    fn effective_config_round_trips() {
+        let text = "[[sinks]]\ntype = \"loki\"\nendpoint = \"http://l:3100\"\nbearer_token = \"s3cret\"\n[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"http://es:9200\"\n";
+        let (raw, cfg) = parse(text, "t.toml").unwrap();
+        let eff = effective_toml(&raw, &cfg);
+        assert!(!eff.contains("s3cret"), "{eff}");
+        let (_, again) = parse(&eff, "effective").unwrap_or_else(|e| panic!("{e}\n{eff}"));
+        assert_eq!(again.sinks.len(), 2);
     }
 
     #[test]
