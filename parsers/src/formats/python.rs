@@ -73,29 +73,37 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
 
 /// Moves Ray's trailing context pairs into `d` and returns the message without them.
 ///
-/// The pairs are a run of `key=value` tokens at the end of the record's last line.
-/// The run is Ray's only if it holds a Ray context key; user `extra` pairs mixed in
-/// (before the context keys in 2.60, after `timestamp_ns` in 2.40) become `fields`,
-/// like the extra keys of the JSON encoding.
+/// The pairs are the run of `key=value` tokens at the end of the record's last line,
+/// from the first (leftmost) Ray context key on: Ray 2.40 writes `timestamp_ns=… item=1
+/// job_id=…` (user `extra` pairs among its own, which become `fields` like the JSON
+/// encoding's extra keys), 2.60 writes `item=1 job_id=… timestamp_ns=…`. Pairs left of
+/// the first Ray key stay in the message: they may be the user's own text
+/// (`loss=0.3 lr=3e-4`) and the line cannot tell.
 fn strip_context<'a>(msg: &'a str, d: &mut Draft<'a>) -> &'a str {
     const MAX_PAIRS: usize = 24;
     let last_line_start = memchr::memrchr(b'\n', msg.as_bytes()).map_or(0, |p| p + 1);
     let last = &msg[last_line_start..];
     let mut pairs: [(&str, &str); MAX_PAIRS] = [("", ""); MAX_PAIRS];
     let mut n = 0;
-    let mut has_ray_key = false;
-    let run_start = trailing_pairs(last, |k, v| {
-        has_ray_key |= is_ray_context_key(k);
-        if n < MAX_PAIRS {
-            pairs[n] = (k, v);
-            n += 1;
+    let mut cut: Option<usize> = None;
+    trailing_pairs(last, |k, v| {
+        if n == MAX_PAIRS {
+            return;
+        }
+        pairs[n] = (k, v);
+        n += 1;
+        if is_ray_context_key(k) {
+            // Offset of this token in `last`; pairs are found right to left, so the
+            // last Ray key seen is the leftmost.
+            cut = Some(k.as_ptr() as usize - last.as_ptr() as usize);
         }
     });
-    if !has_ray_key || n == MAX_PAIRS {
-        return msg;
-    }
-    // Right to left as found; apply left to right so the first of a repeated key wins.
+    let Some(cut) = cut else { return msg };
+    // Apply left to right so the first of a repeated key wins.
     for &(k, v) in pairs[..n].iter().rev() {
+        if (k.as_ptr() as usize - last.as_ptr() as usize) < cut {
+            continue;
+        }
         if k == "timestamp_ns" {
             if let Ok(ns) = v.parse::<i64>() {
                 d.timestamp = Some(Timestamp(ns));
@@ -104,7 +112,7 @@ fn strip_context<'a>(msg: &'a str, d: &mut Draft<'a>) -> &'a str {
             d.put_pair(k, v);
         }
     }
-    msg[..last_line_start + run_start].trim_end_matches([' ', '\n'])
+    msg[..last_line_start + cut].trim_end_matches([' ', '\n'])
 }
 
 #[cfg(test)]
@@ -132,8 +140,8 @@ mod tests {
     #[test]
     fn structured_text_strips_context() {
         let d = run("2026-11-30 09:05:37,936\tWARNING workload.py:28 -- counter beta at 1 lr=3 job_id=01000000 worker_id=78d4630a58840d032a9dd87f4bf08d0f07a48465f2b862515c3b4935 actor_id=750d082651ea8a01532ff64101000000 task_id=d695f922effe6d99750d082651ea8a01532ff64101000000 task_name=Counter.incr actor_name=beta timestamp_ns=1796029537936183997");
-        assert_eq!(d.message, "counter beta at 1");
-        assert_eq!(d.fields.get("lr"), Some(FieldValue::Str("3")));
+        assert_eq!(d.message, "counter beta at 1 lr=3", "pairs before Ray's stay the user's text");
+        assert_eq!(d.fields.get("lr"), None);
         assert_eq!(d.task_name, Some("Counter.incr"));
         assert_eq!(d.actor_name, Some("beta"));
         assert_eq!(d.ids.actor_id.unwrap().as_str(), "750d082651ea8a01532ff64101000000");
