@@ -13,3 +13,5 @@ pub mod filter;
 pub mod pretty;
 pub mod progress;
 pub mod scan;
+#[doc(hidden)]
+pub mod testkit;

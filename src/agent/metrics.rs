@@ -101,7 +101,8 @@ impl Metrics {
     }
 
     fn render_sinks(&self, s: &mut String) {
-        let per_sink: [(&str, &str, fn(&SinkMetrics) -> u64); 5] = [
+        type Getter = fn(&SinkMetrics) -> u64;
+        let per_sink: [(&str, &str, Getter); 5] = [
             ("raylog_sink_records_sent_total", "Records acknowledged by the sink.", |m| m.records_sent.load(Relaxed)),
             ("raylog_sink_batches_sent_total", "Batches acknowledged by the sink.", |m| m.batches_sent.load(Relaxed)),
             ("raylog_sink_bytes_sent_total", "Request body bytes sent.", |m| m.bytes_sent.load(Relaxed)),

@@ -81,7 +81,7 @@ impl EsRaw {
                 &format!("{key}.data_stream"),
                 format!("{ds:?} is not a valid name (lowercase, no spaces or \\/*?\"<>|,#:)"),
             ),
-            EsTarget::Index(ix) if !name_ok(&ix.replace('%', "")) => p.add(
+            EsTarget::Index(ix) if !name_ok(&ix.replace("%Y", "").replace("%m", "").replace("%d", "")) => p.add(
                 &format!("{key}.index"),
                 format!("{ix:?} is not a valid index pattern (lowercase; date parts %Y %m %d)"),
             ),
@@ -147,5 +147,14 @@ mod tests {
         }
         .validate("sinks[1]", &mut p);
         assert!(p.to_string().contains("not both"), "{p}");
+        let mut p = Problems::default();
+        let c = EsRaw {
+            endpoint: Some("http://es:9200".into()),
+            index: Some("ray-logs-%Y.%m.%d".into()),
+            ..Default::default()
+        }
+        .validate("sinks[1]", &mut p);
+        assert!(p.is_empty(), "{p}");
+        assert_eq!(c.target, EsTarget::Index("ray-logs-%Y.%m.%d".into()));
     }
 }

@@ -1,1 +1,185 @@
-//! Encodes a batch as an Elasticsearch `_bulk` body (to be implemented).
+//! Encodes a batch as an Elasticsearch `_bulk` body: one `create` action and one
+//! document per record.
+//!
+//! ```text
+//! {"create":{"_index":"logs-ray-default","_id":"<32 hex of doc_id>"}}
+//! {"@timestamp":"2026-11-30T09:05:35.278Z","timestamp":…,"message":…,"node":…}
+//! ```
+//!
+//! The document is the record's JSON with `@timestamp` spliced in front, so nothing
+//! is parsed or re-serialised. `create` (not `index`) is what data streams require,
+//! and together with the deterministic `_id` it makes a replay answer 409 instead of
+//! writing a duplicate. Item `i` of the answer belongs to entry `sel[i]` of the
+//! selection passed to [`BulkEncoder::encode`].
+//!
+//! The encoder keeps its buffers between requests; per record it only appends bytes.
+//! The action prefix (`{"create":{"_index":"…","_id":"`) is cached per UTC day, which
+//! is all a dated index pattern can change.
+
+use std::io::Write;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use raylog_parsers::Timestamp;
+
+use super::config::EsTarget;
+use crate::agent::batch::Batch;
+
+const NANOS_PER_DAY: i64 = 86_400 * 1_000_000_000;
+
+/// Reusable `_bulk` body builder.
+#[derive(Debug)]
+pub struct BulkEncoder {
+    target: EsTarget,
+    /// The NDJSON body of the last [`encode`](Self::encode).
+    body: Vec<u8>,
+    /// Action line up to the `_id` value, for `prefix_day`.
+    prefix: Vec<u8>,
+    prefix_day: Option<i64>,
+}
+
+impl BulkEncoder {
+    pub fn new(target: EsTarget) -> BulkEncoder {
+        BulkEncoder { target, body: Vec::new(), prefix: Vec::new(), prefix_day: None }
+    }
+
+    /// The uncompressed NDJSON of the last [`encode`](Self::encode).
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// Encodes the entries `sel` of `batch` (in that order) into [`body`](Self::body).
+    pub fn encode(&mut self, batch: &Batch, sel: &[u32]) {
+        self.body.clear();
+        for &i in sel {
+            let Some(e) = batch.entries.get(i as usize) else { continue };
+            self.action(e.timestamp_ns, e.doc_id);
+            self.document(e.timestamp_ns, batch.json_of(e));
+        }
+    }
+
+    /// The body to send: gzip of [`body`](Self::body) (fast level: the agent's CPU
+    /// budget matters more than the last few percent of bandwidth), or the NDJSON
+    /// itself, handed over without a copy (the encoder keeps a buffer of the same
+    /// capacity for the next request).
+    pub fn payload(&mut self, gzip: bool) -> std::io::Result<Vec<u8>> {
+        if !gzip {
+            let cap = self.body.capacity();
+            return Ok(std::mem::replace(&mut self.body, Vec::with_capacity(cap)));
+        }
+        // Log JSON compresses ~8-10x; start near that to avoid regrowing.
+        let mut gz = GzEncoder::new(Vec::with_capacity(self.body.len() / 6 + 64), Compression::fast());
+        gz.write_all(&self.body)?;
+        gz.finish()
+    }
+
+    fn action(&mut self, ts_ns: i64, doc_id: u128) {
+        let day = ts_ns.div_euclid(NANOS_PER_DAY);
+        // A data stream's name does not depend on the day: build it once.
+        let stale = match self.target {
+            EsTarget::DataStream(_) => self.prefix_day.is_none(),
+            EsTarget::Index(_) => self.prefix_day != Some(day),
+        };
+        if stale {
+            self.build_prefix(day);
+        }
+        self.body.extend_from_slice(&self.prefix);
+        push_hex128(&mut self.body, doc_id);
+        self.body.extend_from_slice(b"\"}}\n");
+    }
+
+    fn build_prefix(&mut self, day: i64) {
+        self.prefix.clear();
+        self.prefix.extend_from_slice(b"{\"create\":{\"_index\":");
+        let name = match &self.target {
+            EsTarget::DataStream(ds) => ds.clone(),
+            EsTarget::Index(pattern) => index_name(pattern, day),
+        };
+        raylog_parsers::ndjson::write_str(&mut self.prefix, &name);
+        self.prefix.extend_from_slice(b",\"_id\":\"");
+        self.prefix_day = Some(day);
+    }
+
+    fn document(&mut self, ts_ns: i64, json: &str) {
+        self.body.extend_from_slice(b"{\"@timestamp\":\"");
+        Timestamp(ts_ns).write_rfc3339(&mut self.body);
+        self.body.push(b'"');
+        // The record JSON is always an object; anything else would corrupt the whole
+        // request, so it is left out and the document keeps only its time.
+        match json.strip_prefix('{') {
+            Some(rest) if rest.ends_with('}') => {
+                if rest != "}" {
+                    self.body.push(b',');
+                }
+                self.body.extend_from_slice(rest.as_bytes());
+            }
+            _ => self.body.push(b'}'),
+        }
+        self.body.push(b'\n');
+    }
+}
+
+/// Expands `%Y`, `%m`, `%d` (and `%%`) of an index pattern for a UTC day number.
+pub fn index_name(pattern: &str, day: i64) -> String {
+    let (y, m, d) = civil_from_days(day);
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&format!("{y:04}")),
+            Some('m') => out.push_str(&format!("{m:02}")),
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// (year, month, day) of a day number since 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Appends `v` as 32 lowercase hex digits: the document `_id`.
+pub fn push_hex128(out: &mut Vec<u8>, v: u128) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 32];
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = HEX[((v >> (124 - 4 * i)) & 0xf) as usize];
+    }
+    out.extend_from_slice(&buf);
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn dates_and_ids() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_453), (2025, 12, 31));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(index_name("ray-%Y.%m.%d-%%", 20_453), "ray-2025.12.31-%");
+        let mut v = Vec::new();
+        push_hex128(&mut v, 0x0123_4567_89ab_cdef_0000_0000_0000_00ff);
+        assert_eq!(v, b"0123456789abcdef00000000000000ff");
+        assert_eq!(std::str::from_utf8(&v).unwrap(), format!("{:032x}", 0x0123_4567_89ab_cdef_0000_0000_0000_00ffu128));
+    }
+}

@@ -1,21 +1,333 @@
-//! Sends `_bulk` requests to Elasticsearch (to be implemented).
+//! Sends `_bulk` requests to Elasticsearch and maps the answer back to entries.
+//!
+//! Whole-request answers: connection errors, 408, 429 and 5xx are transient; so are
+//! 401/403 (wrong credentials) and 404/407 (wrong endpoint or proxy), because those
+//! are the operator's to fix and dead-lettering the data for them would lose it. A
+//! 413 splits the selection in halves until it fits (a single document too large is
+//! rejected). Other 4xx reject the request for good, with Elasticsearch's reason.
+//!
+//! A 200 is read item by item: 200/201 delivered, 409 (`create` of an `_id` that
+//! exists: a replay) delivered too, 429/5xx (and 401/403) retried alone, other 4xx
+//! rejected with `type: reason`. A 200 whose body is not a bulk answer is transient:
+//! a sink answering garbage must never lose data.
+
+use std::borrow::Cow;
+
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
+use reqwest::StatusCode;
+use serde::Deserialize;
 
 use super::config::EsConfig;
+use super::encode::BulkEncoder;
 use crate::agent::batch::Batch;
-use crate::agent::sinks::{Delivery, SendError};
+use crate::agent::sinks::{transport_error, Delivery, SendError};
+
+/// Asks for only what is read back: `errors` and each item's status and error, not
+/// `_index`, `_shards`, `_seq_no`… (five times less answer to parse, as Logstash does).
+const FILTER_PATH: &str = "errors,items.*.status,items.*.error";
+
+/// How the requests authenticate.
+enum Auth {
+    None,
+    Header(HeaderValue),
+    Basic(String, String),
+    /// The configured credential cannot be sent (e.g. a control character in it).
+    Invalid(String),
+}
 
 /// An Elasticsearch bulk client.
 pub struct EsSink {
-    #[allow(dead_code)]
-    cfg: EsConfig,
+    /// Boxed: the config is large and [`SinkImpl`](crate::agent::sinks::SinkImpl)
+    /// variants should stay of similar size.
+    cfg: Box<EsConfig>,
+    url: reqwest::Url,
+    auth: Auth,
+    enc: BulkEncoder,
+    /// The entries being sent, reused between sends.
+    sel: Vec<u32>,
+    /// A garbage answer was logged; cleared by the next good one.
+    garbage_logged: bool,
+}
+
+/// What one request came back with.
+enum Answer {
+    /// Per-selection outcome (indexes are entry indexes).
+    Items(Delivery),
+    /// 413: the body was larger than `http.max_content_length`.
+    TooLarge,
 }
 
 impl EsSink {
     pub fn new(cfg: EsConfig) -> EsSink {
-        EsSink { cfg }
+        let mut url = cfg.bulk_url.clone();
+        url.query_pairs_mut().append_pair("filter_path", FILTER_PATH);
+        let auth = match (&cfg.api_key, &cfg.basic_auth) {
+            (Some(key), _) => match HeaderValue::from_str(&format!("ApiKey {key}")) {
+                Ok(mut v) => {
+                    v.set_sensitive(true);
+                    Auth::Header(v)
+                }
+                Err(_) => Auth::Invalid("api_key contains characters not allowed in an HTTP header".into()),
+            },
+            (None, Some((user, pass))) => Auth::Basic(user.clone(), pass.clone()),
+            (None, None) => Auth::None,
+        };
+        let enc = BulkEncoder::new(cfg.target.clone());
+        EsSink { cfg: Box::new(cfg), url, auth, enc, sel: Vec::new(), garbage_logged: false }
     }
 
-    pub async fn send(&mut self, _batch: &Batch, _only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
-        Err(SendError::Permanent("the Elasticsearch sink is not implemented yet".into()))
+    /// Sends the entries `only` selects (all when `None`); returns bytes sent too.
+    pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
+        let mut sel = std::mem::take(&mut self.sel);
+        sel.clear();
+        match only {
+            // An index outside the batch would shift every later item's answer.
+            Some(o) => sel.extend(o.iter().copied().filter(|&i| (i as usize) < batch.len())),
+            None => sel.extend(0..batch.len() as u32),
+        }
+        let r = if sel.is_empty() { Ok((Delivery::default(), 0)) } else { self.send_selection(batch, &sel).await };
+        self.sel = sel;
+        r
     }
+
+    /// Sends `sel` as one request, or in halves (recursively) while the answer is 413.
+    async fn send_selection(&mut self, batch: &Batch, sel: &[u32]) -> Result<(Delivery, usize), SendError> {
+        let mut out = Delivery::default();
+        let mut bytes = 0;
+        // Ranges of `sel` still to send, last = next; halves are pushed in reverse
+        // so documents go out in their original order.
+        let mut todo = vec![(0, sel.len())];
+        while let Some((a, b)) = todo.pop() {
+            let part = &sel[a..b];
+            let (answer, n) = match self.post(batch, part).await {
+                Ok(x) => x,
+                // The first request failed as a whole: report it as such.
+                Err(e) if a == 0 && b == sel.len() => return Err(e),
+                Err(SendError::Transient(reason)) => {
+                    tracing::warn!(sink = %self.cfg.name, %reason, "part of a split bulk request failed; retrying the rest");
+                    out.retry.extend_from_slice(part);
+                    for (a, b) in todo.drain(..).rev() {
+                        out.retry.extend_from_slice(&sel[a..b]);
+                    }
+                    break;
+                }
+                Err(SendError::Permanent(reason)) => {
+                    out.rejected.extend(part.iter().map(|&i| (i, reason.clone())));
+                    continue;
+                }
+            };
+            bytes += n;
+            match answer {
+                Answer::Items(d) => {
+                    out.retry.extend(d.retry);
+                    out.rejected.extend(d.rejected);
+                }
+                Answer::TooLarge if part.len() == 1 => {
+                    let reason = format!("HTTP 413: the document alone ({n} bytes as sent) is larger than the cluster's http.max_content_length");
+                    out.rejected.push((part[0], reason));
+                }
+                Answer::TooLarge => {
+                    let mid = a + (b - a) / 2;
+                    todo.push((mid, b));
+                    todo.push((a, mid));
+                }
+            }
+        }
+        Ok((out, bytes))
+    }
+
+    /// One `_bulk` request for `part`; returns the answer and the bytes sent.
+    async fn post(&mut self, batch: &Batch, part: &[u32]) -> Result<(Answer, usize), SendError> {
+        self.enc.encode(batch, part);
+        let payload = self
+            .enc
+            .payload(self.cfg.gzip)
+            .map_err(|e| SendError::Transient(format!("cannot compress the bulk body: {e}")))?;
+        let n = payload.len();
+        let mut req = self
+            .cfg
+            .client
+            .post(self.url.clone())
+            .header(CONTENT_TYPE, "application/x-ndjson")
+            .header(USER_AGENT, concat!("raylog/", env!("CARGO_PKG_VERSION")));
+        if self.cfg.gzip {
+            req = req.header(CONTENT_ENCODING, "gzip");
+        }
+        req = match &self.auth {
+            Auth::None => req,
+            Auth::Header(v) => req.header(AUTHORIZATION, v.clone()),
+            Auth::Basic(user, pass) => req.basic_auth(user, Some(pass)),
+            Auth::Invalid(why) => return Err(SendError::Transient(format!("cannot authenticate: {why}"))),
+        };
+        let resp = req.body(payload).send().await.map_err(|e| transport_error(&e))?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| transport_error(&e))?;
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            return Ok((Answer::TooLarge, n));
+        }
+        if !status.is_success() {
+            return Err(request_error(status, &body));
+        }
+        match read_items(&body, part) {
+            Ok(d) => {
+                self.garbage_logged = false;
+                Ok((Answer::Items(d), n))
+            }
+            Err(why) => Err(self.garbage(status, &why, &body)),
+        }
+    }
+
+    /// A success status with a body that is not a bulk answer: retry, log once.
+    fn garbage(&mut self, status: StatusCode, why: &str, body: &[u8]) -> SendError {
+        let preview: String = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        let msg = format!("HTTP {status} with a body that is not a bulk answer ({why}): {preview:?}");
+        if !self.garbage_logged {
+            tracing::warn!(sink = %self.cfg.name, "{msg}; records are kept and retried");
+            self.garbage_logged = true;
+        }
+        SendError::Transient(msg)
+    }
+}
+
+/// Classifies a whole-request failure (not 413, not 2xx).
+fn request_error(status: StatusCode, body: &[u8]) -> SendError {
+    let why = es_error(body).unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(300).collect());
+    match status.as_u16() {
+        401 | 403 => SendError::Transient(format!(
+            "Elasticsearch refused the credentials (HTTP {status}: {why}); fix api_key or basic_auth — records are kept and retried"
+        )),
+        404 | 407 => SendError::Transient(format!(
+            "HTTP {status} from the bulk endpoint ({why}); check endpoint and proxy — records are kept and retried"
+        )),
+        408 | 429 | 500..=599 => SendError::Transient(format!("HTTP {status}: {why}")),
+        400..=499 => SendError::Permanent(format!("HTTP {status}: {why}")),
+        _ => SendError::Transient(format!("unexpected HTTP {status}: {why}")),
+    }
+}
+
+/// `type: reason` of a top-level Elasticsearch error body, if it is one.
+fn es_error(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        error: ErrorOrText<'a>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ErrorOrText<'a> {
+        #[serde(borrow)]
+        Error(EsError<'a>),
+        Text(String),
+    }
+    match serde_json::from_slice::<Top<'_>>(body).ok()?.error {
+        ErrorOrText::Error(e) => Some(e.to_string()),
+        ErrorOrText::Text(t) => Some(t),
+    }
+}
+
+/// An Elasticsearch error object (top-level or per item).
+#[derive(Deserialize)]
+struct EsError<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    reason: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    caused_by: Option<Box<EsError<'a>>>,
+}
+
+impl std::fmt::Display for EsError<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.kind)?;
+        if let Some(r) = &self.reason {
+            write!(f, ": {r}")?;
+        }
+        if let Some(c) = &self.caused_by {
+            write!(f, " (caused by {c})")?;
+        }
+        Ok(())
+    }
+}
+
+/// The bulk answer read only as far as success needs: `errors` and the item count.
+#[derive(Deserialize)]
+struct Summary {
+    errors: bool,
+    items: Count,
+}
+
+/// The length of a JSON array, counted without building it.
+struct Count(usize);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// The bulk answer with every item, read when `errors` is true.
+#[derive(Deserialize)]
+struct Detailed<'a> {
+    #[serde(borrow)]
+    items: Vec<Item<'a>>,
+}
+
+/// `{"create": {...}}` (or whichever action the item was).
+#[derive(Deserialize)]
+struct Item<'a> {
+    #[serde(borrow, alias = "index", alias = "update", alias = "delete")]
+    create: ItemResult<'a>,
+}
+
+#[derive(Deserialize)]
+struct ItemResult<'a> {
+    status: u16,
+    #[serde(borrow, default)]
+    error: Option<EsError<'a>>,
+}
+
+/// Maps a 200 body's items onto the entries of `part`.
+fn read_items(body: &[u8], part: &[u32]) -> Result<Delivery, String> {
+    let s: Summary = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if s.items.0 != part.len() {
+        return Err(format!("{} items for {} documents", s.items.0, part.len()));
+    }
+    let mut d = Delivery::default();
+    if !s.errors {
+        return Ok(d);
+    }
+    let full: Detailed<'_> = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    for (item, &entry) in full.items.iter().zip(part) {
+        let r = &item.create;
+        match r.status {
+            200 | 201 => {}
+            // `create` of an `_id` already indexed: this record was delivered before.
+            409 => {}
+            // Overload, and credentials or privileges the operator must fix: never
+            // dead-letter data for those.
+            401 | 403 | 408 | 429 | 500..=599 => d.retry.push(entry),
+            status => {
+                let reason = match &r.error {
+                    Some(e) => format!("{status} {e}"),
+                    None => format!("{status} (no error given)"),
+                };
+                d.rejected.push((entry, reason.chars().take(1000).collect()));
+            }
+        }
+    }
+    Ok(d)
 }

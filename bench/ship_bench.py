@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Measure `raylog ship` with the shared instruments (../shared/bench).
+
+  ship_bench.py throughput [--size-mb 256] [--sink loki|loki-json|es]
+      `raylog ship --once` of a raycorpus.py tree into `capture_sink.py --discard`:
+      CPU seconds (user+sys of raylog, from wait4), MiB per CPU-second, peak RSS,
+      and the record count the receiver saw vs the corpus manifest.
+
+  ship_bench.py live [--seconds 40] [--rate 2000] [--kill-every 4]
+      `raycorpus.py live` (rotation on, a new session midway) while raylog ships to
+      `capture_sink.py --outage A:B --reject-every N --out received.ndjson`, killed
+      with SIGKILL and restarted every --kill-every seconds; then
+      `checkdelivery.py` reports written / delivered / lost / duplicates.
+
+  ship_bench.py outage [--seconds 60] [--rate 5000]
+      The sink answers 503 for the whole run while lines arrive; reports raylog's
+      peak RSS (VmHWM) and that it recovers and delivers everything afterwards.
+
+Run `cargo build --release` first. Standard library only.
+"""
+import argparse, json, os, signal, socket, subprocess, sys, tempfile, time, urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(ROOT, "..", "shared", "bench")
+RAYLOG = os.path.join(ROOT, "target", "release", "raylog")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start_sink(port, *extra):
+    p = subprocess.Popen([sys.executable, os.path.join(SHARED, "capture_sink.py"), "--port", str(port)] + list(extra),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/ready" % port, timeout=1).read()
+            return p
+        except Exception:
+            time.sleep(0.05)
+    sys.exit("capture_sink.py did not start")
+
+
+def stats(port):
+    return json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=5).read())
+
+
+def sink_toml(kind, port):
+    url = "http://127.0.0.1:%d" % port
+    if kind == "loki":
+        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\n' % url
+    if kind == "loki-json":
+        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\nencoding = "json"\n' % url
+    return '[[sinks]]\ntype = "elasticsearch"\nendpoint = "%s"\ncompression = "gzip"\n' % url
+
+
+def write_config(tmp, paths, sink, extra=""):
+    cfg = os.path.join(tmp, "raylog.toml")
+    with open(cfg, "w") as f:
+        f.write('[source]\npaths = %s\nstate_dir = "%s"\npoll_interval = "200ms"\n%s\n[api]\naddress = ""\n%s'
+                % (json.dumps(paths), os.path.join(tmp, "state"), extra, sink))
+    return cfg
+
+
+def run_measured(cmd):
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    return os.waitstatus_to_exitcode(status), ru, time.monotonic() - start, err
+
+
+def throughput(a):
+    corpus = a.corpus or "/tmp/raylog-bench/c%d" % a.size_mb
+    if not os.path.exists(os.path.join(corpus, "manifest.json")):
+        subprocess.run([sys.executable, os.path.join(SHARED, "raycorpus.py"), "generate", "--out", corpus,
+                        "--size-mb", str(a.size_mb)], check=True)
+    man = json.load(open(os.path.join(corpus, "manifest.json")))
+    mib = man["bytes"] / 2**20
+    port = free_port()
+    sink = start_sink(port, "--discard")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = write_config(tmp, [corpus], sink_toml(a.sink, port), 'max_line_bytes = 1048576\n[batch]\nmax_records = 10000\nmax_bytes = "8MiB"\nmax_buffer_bytes = "48MiB"\n')
+            code, ru, wall, err = run_measured([RAYLOG, "ship", "--once", "--log-level", "warn", "--config", cfg])
+            if code != 0:
+                sys.exit("raylog ship failed (%d): %s" % (code, err))
+        cpu = ru.ru_utime + ru.ru_stime
+        st = stats(port)
+    finally:
+        sink.terminate()
+    print("sink=%s input=%.1f MiB user=%.2fs sys=%.2fs cpu=%.2fs wall=%.2fs -> %.0f MiB/CPU-s, peak RSS %.1f MiB"
+          % (a.sink, mib, ru.ru_utime, ru.ru_stime, cpu, wall, mib / cpu, ru.ru_maxrss / 1024))
+    print("receiver stats:", json.dumps(st))
+    print("manifest records:", man["records"])
+
+
+def vm_hwm(pid):
+    try:
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def live(a):
+    tmp = tempfile.mkdtemp(prefix="raylog-live-")
+    out_dir = os.path.join(tmp, "ray")
+    received = os.path.join(tmp, "received.ndjson")
+    port = free_port()
+    outage = "%d:%d" % (a.seconds // 4, a.seconds // 4 + 5)
+    sink = start_sink(port, "--out", received, "--outage", outage, "--reject-every", str(a.reject_every))
+    cfg = write_config(tmp, [out_dir], sink_toml(a.sink, port), 'idle_flush = "200ms"\n[batch]\nmax_wait = "200ms"\n[retry]\nmax_backoff = "2s"\n')
+    writer = subprocess.Popen([sys.executable, os.path.join(SHARED, "raycorpus.py"), "live", "--out", out_dir,
+                               "--rate", str(a.rate), "--seconds", str(a.seconds), "--rotate-bytes", str(a.rotate_bytes),
+                               "--new-session-at", str(a.seconds // 2)], stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    kills, peak = 0, 0.0
+    while writer.poll() is None:
+        agent = subprocess.Popen([RAYLOG, "ship", "--log-level", "warn", "--config", cfg], stdout=subprocess.DEVNULL)
+        deadline = time.time() + a.kill_every
+        while time.time() < deadline and writer.poll() is None:
+            peak = max(peak, vm_hwm(agent.pid))
+            time.sleep(0.2)
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+        kills += 1
+    code, ru, wall, err = run_measured([RAYLOG, "ship", "--once", "--log-level", "warn", "--config", cfg])
+    time.sleep(1)
+    sink.terminate()
+    print("kills=%d final --once exit=%d peak RSS during run %.1f MiB; outage %s s, reject-every %d"
+          % (kills, code, peak, outage, a.reject_every))
+    r = subprocess.run([sys.executable, os.path.join(SHARED, "checkdelivery.py"), "--manifest",
+                        os.path.join(out_dir, "live_manifest.json"), "--received", received])
+    sys.exit(r.returncode)
+
+
+def outage(a):
+    tmp = tempfile.mkdtemp(prefix="raylog-outage-")
+    out_dir = os.path.join(tmp, "ray")
+    received = os.path.join(tmp, "received.ndjson")
+    port = free_port()
+    sink = start_sink(port, "--out", received, "--outage", "0:%d" % a.seconds)
+    cfg = write_config(tmp, [out_dir], sink_toml(a.sink, port), '[retry]\nmax_backoff = "2s"\n')
+    writer = subprocess.Popen([sys.executable, os.path.join(SHARED, "raycorpus.py"), "live", "--out", out_dir,
+                               "--rate", str(a.rate), "--seconds", str(a.seconds), "--rotate-bytes", "50000000"],
+                              stdout=subprocess.DEVNULL)
+    agent = subprocess.Popen([RAYLOG, "ship", "--log-level", "warn", "--config", cfg], stdout=subprocess.DEVNULL)
+    peak = 0.0
+    while writer.poll() is None:
+        peak = max(peak, vm_hwm(agent.pid))
+        time.sleep(0.5)
+    time.sleep(8)  # the outage is over: let it catch up
+    peak = max(peak, vm_hwm(agent.pid))
+    agent.send_signal(signal.SIGTERM)
+    agent.wait()
+    sink.terminate()
+    print("outage %ds at %d lines/s: raylog peak RSS %.1f MiB" % (a.seconds, a.rate, peak))
+    r = subprocess.run([sys.executable, os.path.join(SHARED, "checkdelivery.py"), "--manifest",
+                        os.path.join(out_dir, "live_manifest.json"), "--received", received])
+    sys.exit(r.returncode)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp = ap.add_subparsers(dest="cmd", required=True)
+    t = sp.add_parser("throughput")
+    t.add_argument("--size-mb", type=int, default=256)
+    t.add_argument("--corpus")
+    t.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    l = sp.add_parser("live")
+    l.add_argument("--seconds", type=int, default=40)
+    l.add_argument("--rate", type=int, default=2000)
+    l.add_argument("--kill-every", type=float, default=4)
+    l.add_argument("--rotate-bytes", type=int, default=2_000_000)
+    l.add_argument("--reject-every", type=int, default=50)
+    l.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    o = sp.add_parser("outage")
+    o.add_argument("--seconds", type=int, default=60)
+    o.add_argument("--rate", type=int, default=5000)
+    o.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    a = ap.parse_args()
+    {"throughput": throughput, "live": live, "outage": outage}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
