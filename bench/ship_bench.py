@@ -85,7 +85,7 @@ def throughput(a):
     sink = start_sink(port, "--discard")
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = write_config(tmp, [corpus], sink_toml(a.sink, port), 'max_line_bytes = 1048576\n[batch]\nmax_records = 10000\nmax_bytes = "8MiB"\nmax_buffer_bytes = "48MiB"\n')
+            cfg = write_config(tmp, [corpus], sink_toml(a.sink, port), '')
             code, ru, wall, err = run_measured([RAYLOG, "ship", "--once", "--log-level", "warn", "--config", cfg])
             if code != 0:
                 sys.exit("raylog ship failed (%d): %s" % (code, err))

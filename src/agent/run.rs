@@ -43,7 +43,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     let (give_up_tx, give_up) = watch::channel(false);
-    let per_sink = (cfg.batch.max_buffer_bytes / cfg.batch.max_bytes.max(1) / 2).max(1);
+    let per_sink = 1usize;
     let (ack_tx, ack_rx) = mpsc::channel(1024);
     let dead = DeadLetter::new(&cfg.source.state_dir);
     let mut sink_txs = vec![];

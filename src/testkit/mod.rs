@@ -2,3 +2,4 @@
 //! integration): they decode what arrives as the real ones would and inject faults.
 
 pub mod elasticsearch;
+pub mod loki;

@@ -30,7 +30,7 @@ use hold::Hold;
 use tail::Tailed;
 
 /// Bytes read from one file per round before moving to the next.
-const READ_BUDGET: u64 = 1 << 20;
+const READ_BUDGET: u64 = 256 << 10;
 
 /// A cut batch with the checkpoints it completes.
 pub struct Cut {
@@ -261,6 +261,9 @@ impl Source {
         keys.sort();
         for key in keys {
             total += self.read_file(key);
+            // Cut as soon as the batch is full, not at the end of the round: one
+            // round can read megabytes, and batches must stay within max_bytes.
+            self.cut(false);
         }
         self.metrics.bytes_read.fetch_add(total, Relaxed);
         total

@@ -37,6 +37,8 @@ pub struct Tailed {
     pub gone: bool,
     /// A flush already happened since the last data (avoid re-flushing every round).
     flushed: bool,
+    /// The last read reached the end of the file.
+    pub at_eof: bool,
     /// Hash of the file's first line: with the inode, what document ids derive from.
     ident: u64,
     /// The first line was complete when `ident` was taken.
@@ -89,6 +91,7 @@ impl Tailed {
             last_data: Instant::now(),
             gone: false,
             flushed: true,
+            at_eof: false,
         })
     }
 
@@ -160,6 +163,7 @@ impl Tailed {
             self.parser.push(&buf[..n], corr, opts, out);
             res.bytes += n as u64;
         }
+        self.at_eof = res.at_eof;
         if res.bytes > 0 {
             self.last_data = Instant::now();
             self.flushed = false;
@@ -190,6 +194,11 @@ impl Tailed {
         opts: &Options,
         out: &mut dyn FnMut(&Record<'_>),
     ) {
+        // Only a file with nothing more to read is idle; one merely not read for a
+        // while (others took the round) is not, and flushing it would split records.
+        if !self.at_eof {
+            return;
+        }
         let quiet = now.duration_since(self.last_data);
         if quiet >= partial_timeout && self.parser.unemitted_offset() < self.parser.offset() {
             self.parser.finish(corr, opts, out);

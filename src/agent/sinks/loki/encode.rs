@@ -1,1 +1,622 @@
-//! Encodes a batch as a Loki push request (to be implemented).
+//! Encodes a batch as a Loki push request: entries grouped into streams by their
+//! rendered label set, each stream in time order, written as `logproto.PushRequest`
+//! protobuf with snappy block compression, or as the JSON push body (optionally gzip).
+//!
+//! Loki keys a stream by its label string, so labels are rendered per entry from the
+//! configured templates. A batch holds runs of records from one file, so an entry
+//! whose label inputs equal the previous entry's reuses its stream without rendering.
+//! Every buffer lives in [`LokiEncoder`] and is reused: encoding allocates per batch
+//! (the body handed to the HTTP client) and never per record.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
+
+use raylog_parsers::ndjson::write_str;
+
+use super::config::{LineFormat, LokiConfig, LokiEncoding, METADATA_FIELDS, TEMPLATE_FIELDS};
+use crate::agent::batch::{Batch, Entry, IdField};
+
+/// Used when every configured label renders empty: Loki refuses a stream without labels.
+const FALLBACK_LABEL: (&str, &str) = ("service_name", "ray");
+
+/// A record field a label template (`{component}`…) or structured metadata uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Component,
+    Level,
+    Node,
+    Cluster,
+    ServiceName,
+    Stream,
+    Session,
+    File,
+    Pid,
+    TaskName,
+    ActorName,
+    SubmissionId,
+    Id(IdField),
+}
+
+impl Field {
+    /// The field a name in `TEMPLATE_FIELDS` or `METADATA_FIELDS` means.
+    fn parse(name: &str) -> Option<Field> {
+        if let Some(id) = IdField::ALL.into_iter().find(|f| f.name() == name) {
+            return Some(Field::Id(id));
+        }
+        Some(match name {
+            "component" => Field::Component,
+            "level" => Field::Level,
+            "node" => Field::Node,
+            "cluster" => Field::Cluster,
+            "service_name" => Field::ServiceName,
+            "stream" => Field::Stream,
+            "session" => Field::Session,
+            "file" => Field::File,
+            "pid" => Field::Pid,
+            "task_name" => Field::TaskName,
+            "actor_name" => Field::ActorName,
+            "submission_id" => Field::SubmissionId,
+            _ => return None,
+        })
+    }
+
+    /// The value for `e`; empty when the record has none. `num` holds a number's digits.
+    fn value<'b>(self, batch: &'b Batch, e: &Entry, num: &'b mut [u8; 20]) -> &'b str {
+        match self {
+            Field::Component => batch.str(e.component),
+            Field::Level => e.level.map_or("", |l| l.as_str()),
+            Field::Node => &batch.node.name,
+            Field::Cluster => batch.node.cluster.as_deref().unwrap_or(""),
+            Field::ServiceName => "ray",
+            Field::Stream => e.stream.map_or("", |s| s.as_str()),
+            Field::Session => batch.str(e.session),
+            Field::File => batch.str(e.file),
+            // Digits are UTF-8.
+            Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
+            Field::TaskName => batch.str(e.task_name),
+            Field::ActorName => batch.str(e.actor_name),
+            Field::SubmissionId => batch.str(e.submission_id),
+            Field::Id(id) => batch.id(e, id).unwrap_or(""),
+        }
+    }
+
+    /// Whether the value can differ between entries of one batch.
+    fn per_entry(self) -> bool {
+        !matches!(self, Field::Node | Field::Cluster | Field::ServiceName)
+    }
+}
+
+enum Part {
+    Lit(String),
+    Field(Field),
+}
+
+/// One configured label: its name and compiled template.
+struct Label {
+    name: String,
+    parts: Vec<Part>,
+}
+
+fn template_field(name: &str) -> Option<Field> {
+    TEMPLATE_FIELDS.contains(&name).then(|| Field::parse(name)).flatten()
+}
+
+/// Splits a template into literal text and `{field}`s (unknown `{x}` stays literal).
+fn compile(template: &str) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let field =
+            rest[open..].find('}').and_then(|close| Some((template_field(&rest[open + 1..open + close])?, close)));
+        let Some((f, close)) = field else {
+            lit.push_str(&rest[..=open]);
+            rest = &rest[open + 1..];
+            continue;
+        };
+        lit.push_str(&rest[..open]);
+        if !lit.is_empty() {
+            parts.push(Part::Lit(std::mem::take(&mut lit)));
+        }
+        parts.push(Part::Field(f));
+        rest = &rest[open + close + 1..];
+    }
+    lit.push_str(rest);
+    if !lit.is_empty() {
+        parts.push(Part::Lit(lit));
+    }
+    parts
+}
+
+/// Calls `f(name, value)` for each configured metadata field `e` has.
+fn each_meta(metadata: &[(&'static str, Field)], batch: &Batch, e: &Entry, mut f: impl FnMut(&'static str, &str)) {
+    let mut num = [0u8; 20];
+    for &(name, field) in metadata {
+        let v = field.value(batch, e, &mut num);
+        if !v.is_empty() {
+            f(name, v);
+        }
+    }
+}
+
+/// Decimal digits of `v` in `buf`.
+fn format_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+fn push_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    let mut buf = [0u8; 20];
+    out.extend_from_slice(format_u64(&mut buf, v.unsigned_abs()));
+}
+
+/// A push request body, ready for the HTTP client.
+#[derive(Debug)]
+pub struct PushBody {
+    pub body: Vec<u8>,
+    pub content_type: &'static str,
+    pub content_encoding: Option<&'static str>,
+    pub streams: usize,
+    pub entries: usize,
+}
+
+/// A stream of the batch being encoded.
+struct Slot {
+    /// Its Loki label string, in `LokiEncoder::arena`.
+    labels: (u32, u32),
+    /// An entry of the stream, to render the labels again for JSON.
+    first: u32,
+    /// Next slot with the same label hash (`u32::MAX`: none).
+    next: u32,
+}
+
+/// Turns batches into push bodies; holds the compiled config and reusable buffers.
+pub struct LokiEncoder {
+    labels: Vec<Label>,
+    /// Some label depends on a per-entry field (else every entry shares one stream).
+    per_entry: Vec<Field>,
+    metadata: Vec<(&'static str, Field)>,
+    line_format: LineFormat,
+    encoding: LokiEncoding,
+    /// Label hash → first slot with that hash.
+    index: HashMap<u64, u32>,
+    slots: Vec<Slot>,
+    arena: Vec<u8>,
+    key: Vec<u8>,
+    value: String,
+    /// (slot, timestamp, entry): sorted, it lists each stream's entries in time order.
+    order: Vec<(u32, i64, u32)>,
+    /// Scratch for sorting `order`.
+    sorted: Vec<(u32, i64, u32)>,
+    ends: Vec<u32>,
+    raw: Vec<u8>,
+    /// Snappy output; only grows, so it is zeroed once, not per batch.
+    compressed: Vec<u8>,
+    // Boxed: its 2 KiB inline hash table would bloat every `SinkImpl`.
+    snappy: Box<snap::raw::Encoder>,
+}
+
+impl LokiEncoder {
+    pub fn new(cfg: &LokiConfig) -> LokiEncoder {
+        // BTreeMap order: label names come out sorted, as Loki writes them.
+        let labels: Vec<Label> =
+            cfg.labels.iter().map(|(name, t)| Label { name: name.clone(), parts: compile(t) }).collect();
+        let mut per_entry = Vec::new();
+        for part in labels.iter().flat_map(|l| &l.parts) {
+            if let Part::Field(f) = part {
+                if f.per_entry() && !per_entry.contains(f) {
+                    per_entry.push(*f);
+                }
+            }
+        }
+        LokiEncoder {
+            labels,
+            per_entry,
+            metadata: cfg
+                .structured_metadata
+                .iter()
+                .filter_map(|m| METADATA_FIELDS.iter().find(|f| *f == m))
+                .filter_map(|name| Some((*name, Field::parse(name)?)))
+                .collect(),
+            line_format: cfg.line_format,
+            encoding: cfg.encoding,
+            index: HashMap::new(),
+            slots: Vec::new(),
+            arena: Vec::new(),
+            key: Vec::new(),
+            value: String::new(),
+            order: Vec::new(),
+            sorted: Vec::new(),
+            ends: Vec::new(),
+            raw: Vec::new(),
+            compressed: Vec::new(),
+            snappy: Box::new(snap::raw::Encoder::new()),
+        }
+    }
+
+    /// Encodes the entries `only` selects (all when `None`).
+    pub fn encode(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<PushBody, String> {
+        self.group(batch, only);
+        self.raw.clear();
+        let (body, content_type, content_encoding) = match self.encoding {
+            LokiEncoding::Protobuf => {
+                self.write_protobuf(batch);
+                let max = snap::raw::max_compress_len(self.raw.len());
+                if self.compressed.len() < max {
+                    self.compressed.resize(max, 0);
+                }
+                let n = self.snappy.compress(&self.raw, &mut self.compressed).map_err(|e| format!("snappy: {e}"))?;
+                (self.compressed[..n].to_vec(), "application/x-protobuf", None)
+            }
+            LokiEncoding::Json { gzip } => {
+                self.write_json(batch);
+                if gzip {
+                    let out = Vec::with_capacity(self.raw.len() / 8 + 64);
+                    // Level 1: JSON log lines compress well at any level, and CPU is the budget.
+                    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+                    gz.write_all(&self.raw).map_err(|e| format!("gzip: {e}"))?;
+                    (gz.finish().map_err(|e| format!("gzip: {e}"))?, "application/json", Some("gzip"))
+                } else {
+                    (self.raw.to_vec(), "application/json", None)
+                }
+            }
+        };
+        Ok(PushBody { body, content_type, content_encoding, streams: self.slots.len(), entries: self.order.len() })
+    }
+
+    /// Assigns each selected entry to its stream and sorts them into `order`.
+    fn group(&mut self, batch: &Batch, only: Option<&[u32]>) {
+        self.index.clear();
+        self.slots.clear();
+        self.arena.clear();
+        self.order.clear();
+        let mut prev = None;
+        match only {
+            Some(only) => only.iter().for_each(|&i| self.place(batch, i, &mut prev)),
+            None => (0..batch.entries.len() as u32).for_each(|i| self.place(batch, i, &mut prev)),
+        }
+        self.sort_by_stream_and_time();
+    }
+
+    /// Orders `self.order` by stream, then time, then entry index (so equal times keep
+    /// the batch's order). A counting sort by stream (few streams, many entries) keeps
+    /// the batch order within a stream, which is usually time order already.
+    fn sort_by_stream_and_time(&mut self) {
+        let ends = &mut self.ends;
+        ends.clear();
+        ends.resize(self.slots.len() + 1, 0);
+        for o in &self.order {
+            ends[o.0 as usize + 1] += 1;
+        }
+        for k in 1..ends.len() {
+            ends[k] += ends[k - 1];
+        }
+        // `ends[s]` is now where stream `s` starts; scattering moves it to its end.
+        self.sorted.clear();
+        self.sorted.resize(self.order.len(), (0, 0, 0));
+        for &o in &self.order {
+            let at = &mut ends[o.0 as usize];
+            self.sorted[*at as usize] = o;
+            *at += 1;
+        }
+        std::mem::swap(&mut self.order, &mut self.sorted);
+        let mut start = 0;
+        for &end in &ends[..self.slots.len()] {
+            let run = &mut self.order[start..end as usize];
+            if !run.is_sorted_by_key(|o| o.1) {
+                run.sort_unstable_by_key(|o| (o.1, o.2));
+            }
+            start = end as usize;
+        }
+    }
+
+    fn place(&mut self, batch: &Batch, i: u32, prev: &mut Option<(u32, u32)>) {
+        let Some(e) = batch.entries.get(i as usize) else { return };
+        let slot = match *prev {
+            Some((p, slot)) if self.same_labels(batch, &batch.entries[p as usize], e) => slot,
+            _ => self.slot_for(batch, e, i),
+        };
+        *prev = Some((i, slot));
+        self.order.push((slot, e.timestamp_ns, i));
+    }
+
+    fn same_labels(&self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
+        self.per_entry.iter().all(|f| match f {
+            Field::Level => a.level == b.level,
+            Field::Stream => a.stream == b.stream,
+            _ => f.value(batch, a, &mut [0; 20]) == f.value(batch, b, &mut [0; 20]),
+        })
+    }
+
+    /// Renders `e`'s label string and finds or makes its slot.
+    fn slot_for(&mut self, batch: &Batch, e: &Entry, i: u32) -> u32 {
+        self.render_key(batch, e);
+        let mut h = DefaultHasher::new();
+        self.key.hash(&mut h);
+        let h = h.finish();
+        let head = self.index.get(&h).copied().unwrap_or(u32::MAX);
+        let mut s = head;
+        while s != u32::MAX {
+            let slot = &self.slots[s as usize];
+            let (start, len) = (slot.labels.0 as usize, slot.labels.1 as usize);
+            if self.arena[start..start + len] == self.key[..] {
+                return s;
+            }
+            s = slot.next;
+        }
+        let labels = (self.arena.len() as u32, self.key.len() as u32);
+        self.arena.extend_from_slice(&self.key);
+        let new = self.slots.len() as u32;
+        self.slots.push(Slot { labels, first: i, next: head });
+        self.index.insert(h, new);
+        new
+    }
+
+    /// Renders one label's value for `e` into `self.value`.
+    fn render_value(value: &mut String, label: &Label, batch: &Batch, e: &Entry) {
+        value.clear();
+        for part in &label.parts {
+            match part {
+                Part::Lit(s) => value.push_str(s),
+                Part::Field(f) => value.push_str(f.value(batch, e, &mut [0; 20])),
+            }
+        }
+    }
+
+    /// `{a="x", b="y"}` into `self.key`: names sorted, empty values left out.
+    fn render_key(&mut self, batch: &Batch, e: &Entry) {
+        self.key.clear();
+        self.key.push(b'{');
+        for label in &self.labels {
+            Self::render_value(&mut self.value, label, batch, e);
+            if !self.value.is_empty() {
+                push_label(&mut self.key, &label.name, &self.value);
+            }
+        }
+        if self.key.len() == 1 {
+            push_label(&mut self.key, FALLBACK_LABEL.0, FALLBACK_LABEL.1);
+        }
+        self.key.push(b'}');
+    }
+
+    fn line<'b>(&self, batch: &'b Batch, e: &Entry) -> &'b [u8] {
+        match self.line_format {
+            LineFormat::Message => batch.str(e.message).as_bytes(),
+            LineFormat::Json => batch.json_of(e).as_bytes(),
+        }
+    }
+
+    /// The range of `self.order` holding stream `slot` (after sorting).
+    fn run(&self, slot: usize) -> std::ops::Range<usize> {
+        (if slot == 0 { 0 } else { self.ends[slot - 1] as usize })..self.ends[slot] as usize
+    }
+
+    fn write_protobuf(&mut self, batch: &Batch) {
+        let mut raw = std::mem::take(&mut self.raw);
+        for (slot, s) in self.slots.iter().enumerate() {
+            let run = self.run(slot);
+            let (start, len) = s.labels;
+            let labels = &self.arena[start as usize..(start + len) as usize];
+            // Streams of 16 KiB to 2 MiB take a 3-byte length; entries of 128 B to 16 KiB, 2.
+            pb::nested(&mut raw, 1, 3, |raw| {
+                pb::str_field(raw, 1, labels);
+                for &(_, ts, i) in &self.order[run] {
+                    pb::nested(raw, 2, 2, |raw| self.write_entry(raw, batch, &batch.entries[i as usize], ts));
+                }
+            });
+        }
+        self.raw = raw;
+    }
+
+    /// The body of an `EntryAdapter`.
+    fn write_entry(&self, raw: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
+        pb::key(raw, 1, pb::LEN);
+        pb::varint(raw, pb::timestamp_len(ts) as u64);
+        pb::timestamp(raw, ts);
+        pb::str_field(raw, 2, self.line(batch, e));
+        each_meta(&self.metadata, batch, e, |name, v| {
+            pb::key(raw, 3, pb::LEN);
+            pb::varint(raw, (pb::str_field_len(name.len()) + pb::str_field_len(v.len())) as u64);
+            pb::str_field(raw, 1, name.as_bytes());
+            pb::str_field(raw, 2, v.as_bytes());
+        });
+    }
+
+    fn write_json(&mut self, batch: &Batch) {
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.extend_from_slice(b"{\"streams\":[");
+        for slot in 0..self.slots.len() {
+            if slot > 0 {
+                raw.push(b',');
+            }
+            let run = self.run(slot);
+            raw.extend_from_slice(b"{\"stream\":{");
+            let first = &batch.entries[self.slots[slot].first as usize];
+            write_json_labels(&self.labels, &mut self.value, &mut raw, batch, first);
+            raw.extend_from_slice(b"},\"values\":[");
+            for (j, &(_, ts, i)) in self.order[run].iter().enumerate() {
+                if j > 0 {
+                    raw.push(b',');
+                }
+                self.write_json_value(&mut raw, batch, &batch.entries[i as usize], ts);
+            }
+            raw.extend_from_slice(b"]}");
+        }
+        raw.extend_from_slice(b"]}");
+        self.raw = raw;
+    }
+
+    /// `["<ns>","<line>",{<metadata>}]`, the metadata object only when non-empty.
+    fn write_json_value(&self, raw: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
+        raw.extend_from_slice(b"[\"");
+        push_i64(raw, ts);
+        raw.extend_from_slice(b"\",");
+        match self.line_format {
+            LineFormat::Message => write_str(raw, batch.str(e.message)),
+            LineFormat::Json => write_str(raw, batch.json_of(e)),
+        }
+        let open = raw.len();
+        raw.extend_from_slice(b",{");
+        let mut first = true;
+        each_meta(&self.metadata, batch, e, |name, v| {
+            if !first {
+                raw.push(b',');
+            }
+            first = false;
+            write_str(raw, name);
+            raw.push(b':');
+            write_str(raw, v);
+        });
+        if first {
+            raw.truncate(open);
+        } else {
+            raw.push(b'}');
+        }
+        raw.push(b']');
+    }
+}
+
+/// The stream's labels as JSON members (same rules as the label string).
+fn write_json_labels(labels: &[Label], value: &mut String, raw: &mut Vec<u8>, batch: &Batch, e: &Entry) {
+    let mut any = false;
+    for label in labels {
+        LokiEncoder::render_value(value, label, batch, e);
+        if !value.is_empty() {
+            if any {
+                raw.push(b',');
+            }
+            any = true;
+            write_str(raw, &label.name);
+            raw.push(b':');
+            write_str(raw, value);
+        }
+    }
+    if !any {
+        write_str(raw, FALLBACK_LABEL.0);
+        raw.push(b':');
+        write_str(raw, FALLBACK_LABEL.1);
+    }
+}
+
+/// `, name="value"` (no comma first) with the value quoted as Loki's label parser reads it.
+fn push_label(key: &mut Vec<u8>, name: &str, value: &str) {
+    if key.len() > 1 {
+        key.extend_from_slice(b", ");
+    }
+    key.extend_from_slice(name.as_bytes());
+    key.extend_from_slice(b"=\"");
+    for &b in value.as_bytes() {
+        match b {
+            b'\\' => key.extend_from_slice(b"\\\\"),
+            b'"' => key.extend_from_slice(b"\\\""),
+            // A raw newline ends a Go string literal; Loki would fail to parse it.
+            b'\n' => key.extend_from_slice(b"\\n"),
+            b'\r' => key.extend_from_slice(b"\\r"),
+            b'\t' => key.extend_from_slice(b"\\t"),
+            _ => key.push(b),
+        }
+    }
+    key.push(b'"');
+}
+
+/// Protobuf wire encoding, just what `PushRequest` needs (proto3: empty strings and
+/// zero scalars are left out).
+mod pb {
+    pub const VARINT: u8 = 0;
+    pub const LEN: u8 = 2;
+
+    pub fn varint_len(v: u64) -> usize {
+        (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+    }
+
+    pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    /// Field numbers here are all below 16: one byte.
+    pub fn key(out: &mut Vec<u8>, field: u8, wire: u8) {
+        out.push(field << 3 | wire);
+    }
+
+    /// A length-delimited field whose body `body` writes. `guess` bytes are reserved
+    /// for the length, so the body is written once; when the length needs another
+    /// size the body is moved, keeping the canonical (shortest) varint.
+    pub fn nested(out: &mut Vec<u8>, field: u8, guess: usize, body: impl FnOnce(&mut Vec<u8>)) {
+        key(out, field, LEN);
+        let at = out.len();
+        out.resize(at + guess, 0);
+        body(out);
+        let n = out.len() - at - guess;
+        let need = varint_len(n as u64);
+        if need != guess {
+            if need > guess {
+                out.resize(out.len() + need - guess, 0);
+            }
+            out.copy_within(at + guess..at + guess + n, at + need);
+            out.truncate(at + need + n);
+        }
+        let mut v = n as u64;
+        for b in &mut out[at..at + need] {
+            *b = v as u8 & 0x7f | if v >= 0x80 { 0x80 } else { 0 };
+            v >>= 7;
+        }
+    }
+
+    /// Size of a nested message field whose body is `n` bytes.
+    pub fn msg_field_len(n: usize) -> usize {
+        1 + varint_len(n as u64) + n
+    }
+
+    pub fn str_field_len(n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            msg_field_len(n)
+        }
+    }
+
+    pub fn str_field(out: &mut Vec<u8>, field: u8, s: &[u8]) {
+        if !s.is_empty() {
+            key(out, field, LEN);
+            varint(out, s.len() as u64);
+            out.extend_from_slice(s);
+        }
+    }
+
+    /// `google.protobuf.Timestamp`: seconds and non-negative nanos.
+    fn split(ns: i64) -> (i64, i64) {
+        (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
+    }
+
+    pub fn timestamp_len(ns: i64) -> usize {
+        let (s, n) = split(ns);
+        let part = |v: i64| if v == 0 { 0 } else { 1 + varint_len(v as u64) };
+        part(s) + part(n)
+    }
+
+    pub fn timestamp(out: &mut Vec<u8>, ns: i64) {
+        let (s, n) = split(ns);
+        for (field, v) in [(1, s), (2, n)] {
+            if v != 0 {
+                key(out, field, VARINT);
+                // int64: negative values are their two's complement, ten bytes.
+                varint(out, v as u64);
+            }
+        }
+    }
+}

@@ -7,3 +7,6 @@
 pub mod config;
 pub mod encode;
 pub mod service;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,421 @@
+//! The Loki sink against the in-process Loki ([`crate::testkit::loki`]), which decodes
+//! pushes independently of the encoder: labels, structured metadata, lines and
+//! timestamps as Loki would store them, in both encodings; headers; and how each kind
+//! of failure is classified.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use raylog_parsers::{classify, Correlator, FileParser, Id, Options};
+
+use super::config::{LokiConfig, LokiRaw};
+use super::service::LokiSink;
+use crate::agent::batch::{doc_id, Batch, NodeIdentity};
+use crate::agent::config::values::{Problems, Secret};
+use crate::agent::sinks::tls::BasicAuthRaw;
+use crate::agent::sinks::SendError;
+use crate::testkit::loki::{self, parse_labels, LokiServer, ReceivedEntry};
+
+const SESSION: &str = "session_2026-11-30_09-31-29_637100_6988";
+const NODE_ID: &str = "6ba31c7f3b6d3e6b67842237a3fd0e501d70ed73d834f47f88387831";
+const WORKER: &str = "b05dee30f19aedb89a3480044f69be298e155d554023d859c1a3c1ee";
+const ACTOR: &str = "679cb010f4ca357ec14d9a0003000000";
+const ACTOR_OUT: &str = "worker-b05dee30f19aedb89a3480044f69be298e155d554023d859c1a3c1ee-03000000-8429.out";
+const SUPERVISOR_ERR: &str = "worker-c16b0517244fb39136270405dc900c803d864f847dd4b87db4406975-01000000-7360.err";
+/// When records without a time of their own were read.
+const NOW_NS: i64 = 1_796_031_200_123_456_789;
+
+const RAYLET: &str = "\
+[2026-11-30 09:31:42,357 W 7303 7314] (raylet) store.cc:366: Disconnecting client due to connection error with code 2: End of file
+[2026-11-30 09:31:32,630 I 7303 7303] (raylet) main.cc:711: Setting node ID node_id=6ba31c7f3b6d3e6b67842237a3fd0e501d70ed73d834f47f88387831
+[2026-11-30 09:31:32,619 I 7303 7303] (raylet) main.cc:283: Setting cluster ID to: 5291400a0757838c3de34efc4091f4749f35afbda958c173335f5c7b
+";
+const ACTOR_PRINTS: &str = ":job_id:03000000\n:actor_name:Counter\ncounter at 1\ncounter at 2\n";
+const SUPERVISOR: &str = "2026-11-30 09:31:41,569\tINFO job_supervisor.py:375 -- Submitting job with RAY_ADDRESS = 192.0.2.2:6379 job_id=01000000 worker_id=c16b0517244fb39136270405dc900c803d864f847dd4b87db4406975 node_id=6ba31c7f3b6d3e6b67842237a3fd0e501d70ed73d834f47f88387831 actor_id=ffd3b03c02a40c8c7861c09d01000000 task_id=16310a0f0a45af5cffd3b03c02a40c8c7861c09d01000000 task_name=JobSupervisor.run task_func_name=ray.dashboard.modules.job.job_supervisor.JobSupervisor.run actor_name=_ray_internal_job_actor_raysubmit_etl_001 timestamp_ns=1796031101569595817\n";
+const GCS_ERROR: &str = "[2026-11-30 09:31:45,101 E 6998 6998] (gcs_server) gcs_actor_manager.cc:1083: Actor creation failed actor_id=679cb010f4ca357ec14d9a0003000000\n";
+
+fn parse_into(batch: &mut Batch, corr: &mut Correlator, rel_path: &str, text: &str) {
+    let mut p = FileParser::new(classify(rel_path, Some(SESSION)), Id::parse(NODE_ID.as_bytes()), None);
+    let opts = Options::default();
+    p.push(text.as_bytes(), corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel_path, r.offset)));
+    p.finish(corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel_path, r.offset)));
+}
+
+/// Seven records: raylet (a WARNING, then two INFO lines in reverse time order), two
+/// prints of an actor (its worker linked to the actor as the core-worker log would),
+/// a job supervisor's structured line with every id, and a GCS ERROR.
+fn ray_batch(node: &str, cluster: Option<&str>) -> Batch {
+    let node = Arc::new(NodeIdentity::new(node.into(), cluster.map(String::from), BTreeMap::new()));
+    let mut b = Batch::new(1, node);
+    let mut corr = Correlator::new();
+    assert!(corr.link(Id::parse(WORKER.as_bytes()).unwrap(), Id::parse(ACTOR.as_bytes()).unwrap()));
+    parse_into(&mut b, &mut corr, "raylet.out", RAYLET);
+    parse_into(&mut b, &mut corr, ACTOR_OUT, ACTOR_PRINTS);
+    parse_into(&mut b, &mut corr, SUPERVISOR_ERR, SUPERVISOR);
+    parse_into(&mut b, &mut corr, "gcs_server.out", GCS_ERROR);
+    assert_eq!(b.len(), 7);
+    b
+}
+
+fn config(server: &LokiServer, edit: impl FnOnce(&mut LokiRaw)) -> LokiConfig {
+    let mut raw = LokiRaw { endpoint: Some(server.url()), ..LokiRaw::default() };
+    edit(&mut raw);
+    let mut p = Problems::default();
+    let cfg = raw.validate("sinks[0]", &mut p);
+    assert!(p.is_empty(), "{p}");
+    cfg
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn find<'a>(entries: &'a [ReceivedEntry], line_start: &str) -> &'a ReceivedEntry {
+    entries.iter().find(|e| e.line.starts_with(line_start)).unwrap_or_else(|| panic!("no line {line_start:?}"))
+}
+
+fn ns(rfc3339: &str) -> i64 {
+    rfc3339.parse::<jiff::Timestamp>().unwrap().as_nanosecond() as i64
+}
+
+fn default_labels(component: &str, level: Option<&str>) -> BTreeMap<String, String> {
+    let mut m = map(&[("service_name", "ray"), ("cluster", "c1"), ("node", "node-a"), ("component", component)]);
+    if let Some(l) = level {
+        m.insert("level".into(), l.into());
+    }
+    m
+}
+
+/// Sends the whole batch with `edit`ed config; returns what the server stored.
+async fn push_all(edit: impl FnOnce(&mut LokiRaw)) -> (Vec<ReceivedEntry>, LokiServer, Batch) {
+    let server = loki::start().await;
+    let batch = ray_batch("node-a", Some("c1"));
+    let mut sink = LokiSink::new(config(&server, edit));
+    let (delivery, bytes) = sink.send(&batch, None).await.expect("push accepted");
+    assert!(delivery.retry.is_empty() && delivery.rejected.is_empty());
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!((reqs[0].status, reqs[0].body_bytes), (204, bytes));
+    (server.entries(), server, batch)
+}
+
+fn assert_ray_entries(got: &[ReceivedEntry]) {
+    assert_eq!(got.len(), 7);
+    let warn = find(got, "Disconnecting client");
+    assert_eq!(warn.labels, default_labels("raylet", Some("WARNING")));
+    assert_eq!(warn.timestamp_ns, ns("2026-11-30T09:31:42.357Z"));
+    assert_eq!(warn.line, "Disconnecting client due to connection error with code 2: End of file");
+    assert_eq!(
+        warn.metadata,
+        map(&[("node_id", NODE_ID), ("file", "raylet.out"), ("pid", "7303"), ("session", SESSION)])
+    );
+
+    let print = find(got, "counter at 1");
+    assert_eq!(print.labels, default_labels("worker", None), "a print has no level: no level label");
+    assert_eq!(print.line, "counter at 1");
+    assert_eq!(print.timestamp_ns, NOW_NS);
+    let actor_meta = map(&[
+        ("node_id", NODE_ID),
+        ("job_id", "03000000"),
+        ("worker_id", WORKER),
+        ("actor_id", ACTOR),
+        ("file", ACTOR_OUT),
+        ("pid", "8429"),
+        ("session", SESSION),
+        ("actor_name", "Counter"),
+    ]);
+    assert_eq!(print.metadata, actor_meta);
+
+    let sup = find(got, "Submitting job");
+    assert_eq!(sup.labels, default_labels("worker", Some("INFO")));
+    assert_eq!(sup.timestamp_ns, 1_796_031_101_569_595_817, "exact to the nanosecond");
+    assert_eq!(
+        sup.metadata,
+        map(&[
+            ("node_id", NODE_ID),
+            ("job_id", "01000000"),
+            ("worker_id", "c16b0517244fb39136270405dc900c803d864f847dd4b87db4406975"),
+            ("actor_id", "ffd3b03c02a40c8c7861c09d01000000"),
+            ("task_id", "16310a0f0a45af5cffd3b03c02a40c8c7861c09d01000000"),
+            ("file", SUPERVISOR_ERR),
+            ("pid", "7360"),
+            ("session", SESSION),
+            ("task_name", "JobSupervisor.run"),
+            ("actor_name", "_ray_internal_job_actor_raysubmit_etl_001"),
+        ])
+    );
+
+    let err = find(got, "Actor creation failed");
+    assert_eq!(err.labels, default_labels("gcs_server", Some("ERROR")));
+    assert_eq!(err.metadata["actor_id"], ACTOR);
+    assert!(got.iter().all(|e| e.tenant.is_none()));
+}
+
+/// Entries of each stream in the order the server stored them (arrival order).
+fn lines_of_stream(got: &[ReceivedEntry], labels: &BTreeMap<String, String>) -> Vec<(i64, String)> {
+    got.iter().filter(|e| &e.labels == labels).map(|e| (e.timestamp_ns, e.line.clone())).collect()
+}
+
+#[tokio::test]
+async fn protobuf_push_carries_labels_metadata_lines_and_times() {
+    let (got, server, _) = push_all(|_| {}).await;
+    assert_ray_entries(&got);
+    let req = &server.requests()[0];
+    assert_eq!(req.content_type.as_deref(), Some("application/x-protobuf"));
+    assert_eq!(req.content_encoding, None);
+    assert_eq!(req.user_agent.as_deref(), Some(concat!("raylog/", env!("CARGO_PKG_VERSION"))));
+    assert_eq!((req.streams, req.entries), (5, 7), "raylet WARNING, raylet INFO, print, worker INFO, gcs ERROR");
+}
+
+#[tokio::test]
+async fn json_push_decodes_the_same_with_and_without_gzip() {
+    let (proto, _, _) = push_all(|_| {}).await;
+    let key = |e: &ReceivedEntry| (e.line.clone(), e.timestamp_ns);
+    let mut proto = proto;
+    proto.sort_by_key(key);
+    for compression in ["gzip", "none"] {
+        let (mut got, server, _) = push_all(|r| {
+            r.encoding = Some("json".into());
+            r.compression = Some(compression.into());
+        })
+        .await;
+        assert_ray_entries(&got);
+        got.sort_by_key(key);
+        assert_eq!(got, proto, "{compression}");
+        let req = &server.requests()[0];
+        assert_eq!(req.content_type.as_deref(), Some("application/json"));
+        assert_eq!(req.content_encoding.as_deref(), (compression == "gzip").then_some("gzip"));
+    }
+}
+
+#[tokio::test]
+async fn entries_of_a_stream_arrive_in_time_order() {
+    for encoding in ["protobuf", "json"] {
+        let (got, _, _) = push_all(|r| r.encoding = Some(encoding.into())).await;
+        let info = lines_of_stream(&got, &default_labels("raylet", Some("INFO")));
+        assert_eq!(info.len(), 2);
+        assert_eq!(info[0].0, ns("2026-11-30T09:31:32.619Z"), "{encoding}: read second, sent first");
+        assert!(info[1].1.starts_with("Setting node ID"));
+        // Same timestamp: the batch's order is kept.
+        let prints = lines_of_stream(&got, &default_labels("worker", None));
+        assert_eq!(prints, vec![(NOW_NS, "counter at 1".into()), (NOW_NS, "counter at 2".into())]);
+    }
+}
+
+#[tokio::test]
+async fn line_format_json_sends_the_whole_record() {
+    for encoding in ["protobuf", "json"] {
+        let (got, _, batch) = push_all(|r| {
+            r.encoding = Some(encoding.into());
+            r.line_format = Some("json".into());
+        })
+        .await;
+        let print = got.iter().find(|e| e.line.contains("counter at 1")).unwrap();
+        let record = batch.entries.iter().find(|e| batch.str(e.message) == "counter at 1").unwrap();
+        assert_eq!(print.line, batch.json_of(record));
+        let v: serde_json::Value = serde_json::from_str(&print.line).unwrap();
+        assert_eq!((v["actor_id"].as_str(), v["node"].as_str()), (Some(ACTOR), Some("node-a")));
+        assert_eq!(print.metadata["actor_id"], ACTOR, "metadata is sent too");
+    }
+}
+
+#[tokio::test]
+async fn custom_label_templates_and_metadata() {
+    let server = loki::start().await;
+    let batch = ray_batch("node-a", None);
+    let labels = map(&[("app", "ray-{component}"), ("stream", "{stream}"), ("job", "{job_id}"), ("k8s", "{cluster}")]);
+    let cfg = config(&server, |r| {
+        r.labels = Some(labels);
+        r.allow_high_cardinality_labels = true;
+        r.structured_metadata = Some(vec!["actor_id".into(), "stream".into()]);
+    });
+    LokiSink::new(cfg).send(&batch, None).await.unwrap();
+    let got = server.entries();
+    // No cluster: the `k8s` label renders empty and is left out.
+    let print = find(&got, "counter at 1");
+    assert_eq!(print.labels, map(&[("app", "ray-worker"), ("stream", "stdout"), ("job", "03000000")]));
+    assert_eq!(print.metadata, map(&[("actor_id", ACTOR), ("stream", "stdout")]));
+    let sup = find(&got, "Submitting job");
+    assert_eq!(sup.labels, map(&[("app", "ray-worker"), ("stream", "stderr"), ("job", "01000000")]));
+    let raylet = find(&got, "Disconnecting");
+    assert_eq!(raylet.labels, map(&[("app", "ray-raylet"), ("stream", "stdout")]), "raylet lines have no job");
+    assert_eq!(raylet.metadata, map(&[("stream", "stdout")]));
+}
+
+#[tokio::test]
+async fn labels_rendering_empty_fall_back_to_service_name() {
+    let server = loki::start().await;
+    let batch = ray_batch("node-a", None);
+    let cfg = config(&server, |r| r.labels = Some(map(&[("cluster", "{cluster}")])));
+    LokiSink::new(cfg).send(&batch, None).await.unwrap();
+    assert!(server.entries().iter().all(|e| e.labels == map(&[("service_name", "ray")])));
+}
+
+#[tokio::test]
+async fn label_values_are_escaped() {
+    let node = "node \"7\" \\ x";
+    for encoding in ["protobuf", "json"] {
+        let server = loki::start().await;
+        let batch = ray_batch(node, Some("c1"));
+        LokiSink::new(config(&server, |r| r.encoding = Some(encoding.into()))).send(&batch, None).await.unwrap();
+        let got = server.entries();
+        assert_eq!(got.len(), 7, "{encoding}: {:?}", server.requests());
+        assert!(got.iter().all(|e| e.labels["node"] == node), "{encoding}");
+    }
+}
+
+#[tokio::test]
+async fn tenant_and_bearer_token_arrive() {
+    let server = loki::start().await;
+    let cfg = config(&server, |r| {
+        r.tenant_id = Some("team-a".into());
+        r.bearer_token = Some(Secret::Literal("t0ken".into()));
+    });
+    LokiSink::new(cfg).send(&ray_batch("node-a", Some("c1")), None).await.unwrap();
+    let req = &server.requests()[0];
+    assert_eq!(req.tenant.as_deref(), Some("team-a"));
+    assert_eq!(req.authorization.as_deref(), Some("Bearer t0ken"));
+    assert!(server.entries().iter().all(|e| e.tenant.as_deref() == Some("team-a")));
+}
+
+#[tokio::test]
+async fn basic_auth_arrives() {
+    let server = loki::start().await;
+    let cfg = config(&server, |r| {
+        r.basic_auth = Some(BasicAuthRaw { username: "ray".into(), password: Secret::Literal("s3cret".into()) })
+    });
+    LokiSink::new(cfg).send(&ray_batch("node-a", Some("c1")), None).await.unwrap();
+    // base64("ray:s3cret")
+    assert_eq!(server.requests()[0].authorization.as_deref(), Some("Basic cmF5OnMzY3JldA=="));
+}
+
+#[tokio::test]
+async fn retryable_statuses_are_transient_and_nothing_is_stored() {
+    let server = loki::start().await;
+    let batch = ray_batch("node-a", Some("c1"));
+    let mut sink = LokiSink::new(config(&server, |_| {}));
+    for status in [503, 429, 500, 502, 408, 401, 403, 404] {
+        server.fail_next(1, status);
+        match sink.send(&batch, None).await {
+            Err(SendError::Transient(m)) => assert!(m.contains(&status.to_string()), "{m}"),
+            other => panic!("{status}: {other:?}"),
+        }
+    }
+    assert!(server.entries().is_empty());
+    sink.send(&batch, None).await.unwrap();
+    assert_eq!(server.entries().len(), 7, "stored once, after the failures");
+}
+
+#[tokio::test]
+async fn auth_failure_message_names_the_settings() {
+    let server = loki::start().await;
+    server.reject_next(1, 401, "no org id");
+    let err = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap_err();
+    let SendError::Transient(m) = err else { panic!("{err:?}") };
+    assert!(m.contains("bearer_token") && m.contains("no org id"), "{m}");
+}
+
+#[tokio::test]
+async fn bad_request_is_permanent_with_lokis_reason() {
+    let server = loki::start().await;
+    let reason = "entry for stream '{service_name=\"ray\"}' has timestamp too old: 2020-01-01T00:00:00Z";
+    server.reject_next(1, 400, reason);
+    let err = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap_err();
+    let SendError::Permanent(m) = err else { panic!("{err:?}") };
+    assert!(m.contains("400") && m.contains(reason), "{m}");
+}
+
+#[tokio::test]
+async fn a_line_over_lokis_limit_is_refused_for_good() {
+    let server = loki::start().await;
+    server.set_max_line_bytes(20);
+    let err = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap_err();
+    let SendError::Permanent(m) = err else { panic!("{err:?}") };
+    assert!(m.contains("Max entry size '20' bytes exceeded"), "{m}");
+}
+
+#[tokio::test]
+async fn connection_refused_and_outages_are_transient() {
+    let server = loki::start().await;
+    let batch = ray_batch("node-a", Some("c1"));
+    let mut sink = LokiSink::new(config(&server, |_| {}));
+    server.set_down(true).await;
+    let err = sink.send(&batch, None).await.unwrap_err();
+    assert!(matches!(&err, SendError::Transient(m) if m.contains("request failed")), "{err:?}");
+    server.set_down(false).await;
+    sink.send(&batch, None).await.unwrap();
+    // Down again with the client's connection pooled: still transient, then delivered.
+    server.set_down(true).await;
+    assert!(matches!(sink.send(&batch, None).await, Err(SendError::Transient(_))));
+    server.set_down(false).await;
+    sink.send(&batch, None).await.unwrap();
+    assert_eq!(server.entries().len(), 14);
+}
+
+#[tokio::test]
+async fn only_sends_the_selected_entries() {
+    let server = loki::start().await;
+    let batch = ray_batch("node-a", Some("c1"));
+    let mut sink = LokiSink::new(config(&server, |_| {}));
+    let (_, bytes) = sink.send(&batch, Some(&[3, 6])).await.unwrap();
+    assert!(bytes > 0);
+    let mut lines: Vec<String> = server.entries().into_iter().map(|e| e.line).collect();
+    lines.sort();
+    assert_eq!(lines, ["Actor creation failed actor_id=679cb010f4ca357ec14d9a0003000000", "counter at 1"]);
+    assert_eq!(sink.send(&batch, Some(&[])).await.unwrap().1, 0);
+    assert_eq!(server.requests().len(), 1, "an empty selection sends nothing");
+}
+
+#[tokio::test]
+async fn every_length_size_decodes() {
+    // Lengths are written in 1 to 4 bytes: a tiny entry, a 20 KB line, a 2.4 MB stream.
+    let mut text = String::from("x\n");
+    text.push_str(&"y".repeat(20_000));
+    text.push('\n');
+    for i in 0..300 {
+        text.push_str(&format!("{i:05}{}\n", "z".repeat(8_000)));
+    }
+    let node = Arc::new(NodeIdentity::new("n".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    parse_into(&mut batch, &mut Correlator::new(), ACTOR_OUT, &text);
+    assert_eq!(batch.len(), 302);
+    for encoding in ["protobuf", "json"] {
+        let server = loki::start().await;
+        let cfg = config(&server, |r| {
+            r.encoding = Some(encoding.into());
+            r.structured_metadata = Some(vec![]);
+        });
+        LokiSink::new(cfg).send(&batch, None).await.unwrap();
+        let got = server.entries();
+        let lines: Vec<&str> = got.iter().map(|e| e.line.as_str()).collect();
+        let want: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, want, "{encoding}");
+        assert!(got.iter().all(|e| e.metadata.is_empty()));
+    }
+}
+
+#[test]
+fn test_server_parses_labels_like_loki() {
+    assert_eq!(parse_labels(r#"{a="x", b_2="y\"z\\"}"#).unwrap(), map(&[("a", "x"), ("b_2", "y\"z\\")]));
+    assert_eq!(parse_labels("{a=`raw\\`}").unwrap(), map(&[("a", "raw\\")]));
+    for bad in ["{}", r#"{a=""}"#, r#"{1a="x"}"#, r#"{a="x",a="y"}"#, r#"{a="x""#, "{a=\"x\ny\"}", r#"a="x""#] {
+        assert!(parse_labels(bad).is_err(), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn test_server_refuses_what_loki_refuses() {
+    let server = loki::start().await;
+    let client = reqwest::Client::new();
+    let post = |ct: &str, body: &'static str| client.post(server.push_url()).header("content-type", ct).body(body);
+    let bad = r#"{"streams":[{"stream":{"a":""},"values":[["1","x"]]},{"stream":{"a":"b"},"values":[["2","y"]]}]}"#;
+    let resp = post("application/json", bad).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    assert!(resp.text().await.unwrap().starts_with("error parsing labels '{a=\"\"}'"));
+    assert_eq!(server.entries().len(), 1, "the valid stream is kept, as Loki does");
+    let resp = post("application/json", r#"{"streams":[{"stream":{"a":"b"},"values":[[2,"y"]]}]}"#).send().await;
+    assert_eq!(resp.unwrap().status(), 400, "a timestamp must be a string");
+    assert_eq!(post("text/plain", "x").send().await.unwrap().status(), 415);
+    let ready = client.get(format!("{}/ready", server.url())).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+}
