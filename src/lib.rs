@@ -15,3 +15,4 @@ pub mod progress;
 pub mod scan;
 #[doc(hidden)]
 pub mod testkit;
+pub mod trace;

@@ -138,8 +138,11 @@ impl Id {
     /// The id as a `&str` (always ASCII lowercase hex).
     #[inline]
     pub fn as_str(&self) -> &str {
-        // Only ASCII hex digits are ever stored.
-        std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or_default()
+        let b = &self.buf[..self.len as usize];
+        debug_assert!(b.is_ascii());
+        // SAFETY: every constructor stores only ASCII hex digits (checked by `parse`
+        // or produced from a nibble table), so the bytes are valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(b) }
     }
 
     /// The id's ASCII bytes.

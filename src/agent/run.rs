@@ -43,7 +43,10 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     let (give_up_tx, give_up) = watch::channel(false);
-    let per_sink = 1usize;
+    // About eight batches exist at once per sink queue slot (being filled, queued,
+    // being encoded, the encoded body, the request in flight...), so the queue holds
+    // max_buffer_bytes / (8 × max_bytes) batches: 1 with the defaults.
+    let per_sink = (cfg.batch.max_buffer_bytes / cfg.batch.max_bytes.max(1) / 8).max(1);
     let (ack_tx, ack_rx) = mpsc::channel(1024);
     let dead = DeadLetter::new(&cfg.source.state_dir);
     let mut sink_txs = vec![];

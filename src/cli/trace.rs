@@ -1,18 +1,157 @@
 //! `raylog trace`: the story of one actor, task, job or worker across components.
+//!
+//! Same inputs as `raylog parse`. Output: a summary of the lifecycle, then every
+//! record about the target in time order (text), or both as one JSON document.
+//! Exit codes as in `parse`: 0 records found, 1 nothing matched, 2 an input could
+//! not be read (the rest is still used) or the id was ambiguous.
+
+use std::io::{self, IsTerminal, Write};
 
 use anyhow::Result;
-use clap::Args;
+use clap::{ArgGroup, Args, ValueEnum};
 
 use super::InputArgs;
+use crate::discover::discover;
+use crate::scan::ScanConfig;
+use crate::trace::collect::passes;
+use crate::trace::text::{write_header, write_line, Clock};
+use crate::trace::view::write_json;
+use crate::trace::{collect, summarize, Collected, Kind, Target};
+
+/// Output formats of `trace`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormat {
+    /// A summary header and one line per record (coloured on a terminal).
+    Text,
+    /// One JSON document: {"summary": {...}, "records": [...]}.
+    Json,
+}
 
 #[derive(Args, Debug)]
-#[command(about = "Show the life of one actor, task, job or worker across every component, in time order")]
+#[command(
+    about = "Show the life of one actor, task, job or worker across every component, in time order",
+    long_about = "Show the life of one actor, task, job or worker across every component, in time order.\n\n\
+Reads the same inputs as `raylog parse` (several nodes' logs dirs or archives at once). \
+Prints a summary (for an actor: class, job, each incarnation with node, worker, pid, start \
+and end, how it died, restarts; for a task: attempts and the exception) and then every \
+record about it from every file, sorted by time.",
+    after_help = "Examples:\n  \
+raylog trace --actor-id ceeabe45 /tmp/ray\n  \
+raylog trace --task-id f4402ec7 node1.tar.gz node2.tar.gz --context 3\n  \
+raylog trace --job-id 01000000 session_latest/logs --format json\n\n\
+Exit status: 0 records found, 1 nothing matched, 2 an input could not be read or the id is ambiguous.",
+    group(ArgGroup::new("target").required(true).multiple(false).args(["actor_id", "task_id", "job_id", "worker_id"]))
+)]
 pub struct TraceArgs {
+    /// Trace this actor (full id or a prefix of 4+ hex characters).
+    #[arg(long, value_name = "ID")]
+    pub actor_id: Option<String>,
+    /// Trace this task: its attempts, their workers, the exception.
+    #[arg(long, value_name = "ID")]
+    pub task_id: Option<String>,
+    /// Trace this job (e.g. 01000000): drivers, workers, actors.
+    #[arg(long, value_name = "ID")]
+    pub job_id: Option<String>,
+    /// Trace this worker process (full id or prefix).
+    #[arg(long, value_name = "ID")]
+    pub worker_id: Option<String>,
+    /// Also show the N records before each ERROR/FATAL record from the same file,
+    /// even when they are not about the target (marked as context).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub context: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TraceFormat::Text)]
+    pub format: TraceFormat,
+    /// Do not print warnings on stderr (failures are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
     #[command(flatten)]
     pub input: InputArgs,
 }
 
+impl TraceArgs {
+    /// The one id flag given (clap's group guarantees exactly one).
+    fn target(&self) -> Result<Target> {
+        let given = [
+            (Kind::Actor, &self.actor_id),
+            (Kind::Task, &self.task_id),
+            (Kind::Job, &self.job_id),
+            (Kind::Worker, &self.worker_id),
+        ];
+        match given.into_iter().find_map(|(k, v)| v.as_deref().map(|v| (k, v))) {
+            Some((kind, value)) => Target::parse(kind, value),
+            None => anyhow::bail!("give one of --actor-id, --task-id, --job-id or --worker-id"),
+        }
+    }
+}
+
 /// Runs `raylog trace`.
-pub fn run(_a: TraceArgs) -> Result<u8> {
-    anyhow::bail!("raylog trace is not implemented yet")
+pub fn run(a: TraceArgs) -> Result<u8> {
+    let opts = a.input.options()?;
+    let target = a.target()?;
+    let disc = discover(&a.input.paths);
+    let cfg = ScanConfig { opts, stdin_name: a.input.stdin_name.clone(), fixed_mtime: None };
+    let bar = crate::progress::bar(disc.total_bytes() * passes(&disc, &target));
+    let mut progress = |n: u64| {
+        if let Some(b) = &bar {
+            b.inc(n)
+        }
+    };
+    let got = collect(&disc, &cfg, &target, a.context, &mut progress);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    report_problems(&got, a.quiet);
+    let code = super::parse::exit_code(&got.report, got.entries.iter().filter(|e| !e.context).count() as u64, false);
+    let full_id = match got.knowledge.matched.len() {
+        0 => {
+            eprintln!("raylog: no records about {} {} in the given paths", target.kind.noun(), target.id.as_str());
+            return Ok(code);
+        }
+        1 => got.knowledge.matched.iter().next().cloned().unwrap_or_default(),
+        _ => anyhow::bail!(ambiguous(&target, &got)),
+    };
+    let summary = summarize(target.kind, &full_id, &got.entries, &got.knowledge);
+    let stdout = io::stdout();
+    let text = match a.format {
+        TraceFormat::Json => write_json(&summary, &got.entries),
+        TraceFormat::Text => {
+            let colour = stdout.is_terminal();
+            let clock = Clock::for_entries(&got.entries);
+            let mut out = String::new();
+            write_header(&mut out, &summary, &clock, colour);
+            for e in &got.entries {
+                write_line(&mut out, e, &clock, colour);
+            }
+            out
+        }
+    };
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let mut lock = stdout.lock();
+    let _ = lock.write_all(text.as_bytes()).and_then(|_| lock.flush());
+    Ok(code)
+}
+
+fn ambiguous(target: &Target, got: &Collected) -> String {
+    let ids: Vec<&str> = got.knowledge.matched.iter().map(String::as_str).take(10).collect();
+    format!(
+        "{} {}: matches {} different {}s ({}); give more characters of the id",
+        target.kind.flag(),
+        target.id.as_str(),
+        got.knowledge.matched.len(),
+        target.kind.noun(),
+        ids.join(", ")
+    )
+}
+
+fn report_problems(got: &Collected, quiet: bool) {
+    let mut err = io::stderr().lock();
+    for (path, why) in &got.report.failures {
+        let _ = writeln!(err, "raylog: error: {path}: {why}");
+    }
+    if !quiet {
+        for w in &got.report.warnings {
+            let _ = writeln!(err, "raylog: warning: {w}");
+        }
+    }
 }

@@ -6,4 +6,5 @@ mod golden;
 mod props;
 mod reconcile;
 mod ship;
+mod trace;
 mod util;

@@ -345,7 +345,7 @@ fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {
 
 fn validate_batch(b: &BatchRaw, p: &mut Problems) -> BatchConfig {
     let max_records = b.max_records.unwrap_or(10_000);
-    let max_bytes = b.max_bytes.as_ref().map_or(4 << 20, |v| v.get("batch.max_bytes", p)) as usize;
+    let max_bytes = b.max_bytes.as_ref().map_or(2 << 20, |v| v.get("batch.max_bytes", p)) as usize;
     let max_buffer_bytes =
         b.max_buffer_bytes.as_ref().map_or(32 << 20, |v| v.get("batch.max_buffer_bytes", p)) as usize;
     if max_records == 0 {

@@ -57,7 +57,6 @@ pub struct Source {
     batch_started: Instant,
     dirty: HashSet<FileKey>,
     seq: u64,
-    node: Arc<NodeIdentity>,
     first_scan: bool,
     buf: Vec<u8>,
     failed_paths: HashSet<PathBuf>,
@@ -77,8 +76,7 @@ impl Source {
         let node =
             Arc::new(NodeIdentity::new(cfg.node.name.clone(), cfg.node.cluster.clone(), cfg.node.labels.clone()));
         Source {
-            batch: Batch::new(0, node.clone()),
-            node,
+            batch: Batch::new(0, node),
             cfg,
             out,
             metrics,
@@ -410,7 +408,8 @@ impl Source {
             }
         }
         self.seq += 1;
-        let batch = std::mem::replace(&mut self.batch, Batch::new(self.seq, self.node.clone()));
+        let next = Batch::sized_like(self.seq, &self.batch);
+        let batch = std::mem::replace(&mut self.batch, next);
         self.batch_started = Instant::now();
         let cut = Cut { batch: Arc::new(batch), positions, made: Instant::now() };
         if self.out.blocking_send(cut).is_err() {

@@ -1,0 +1,169 @@
+//! Collect: scan the inputs and keep the records of one trace, in time order.
+//!
+//! A task trace reads the inputs twice when it can (not from stdin): the first pass
+//! only learns which workers ran the task and under which name, so the second can
+//! pick that task's untagged stdout lines wherever they sit in the file order. Other
+//! traces need one pass. `--context N` keeps, per file, a ring of the last N records
+//! that were not selected, and emits them when a selected ERROR/FATAL follows.
+
+use std::collections::{HashMap, VecDeque};
+
+use raylog_parsers::{Id, Record, Timestamp};
+
+use super::entry::Entry;
+use super::select::{Kind, Knowledge, Target};
+use crate::discover::{Discovered, Source};
+use crate::scan::{scan, ScanConfig, ScanReport};
+
+/// The outcome of collecting a trace.
+#[derive(Debug)]
+pub struct Collected {
+    /// Selected and context records, sorted by time (ties in scan order).
+    pub entries: Vec<Entry>,
+    pub knowledge: Knowledge,
+    /// The report of the last pass (failures, warnings, counts).
+    pub report: ScanReport,
+}
+
+/// Per-scan state: the current file, its context ring, and what was kept.
+struct Collector<'a> {
+    target: &'a Target,
+    knowledge: Knowledge,
+    context: usize,
+    file: Option<(String, Option<String>, u64)>,
+    /// Whether the current file has had a record with a time of its own yet: before
+    /// that, inferred times are the file's mtime, which trace may improve on.
+    seen_timed: bool,
+    /// The last `context` records of the current file; `None` for ones already kept.
+    ring: VecDeque<Option<Entry>>,
+    entries: Vec<Entry>,
+    seq: u64,
+    buf: Vec<u8>,
+}
+
+impl Collector<'_> {
+    /// Resets per-file state when a record comes from a different file than the last.
+    /// Records of one file arrive together and with growing offsets.
+    fn track_file(&mut self, r: &Record<'_>) {
+        let same = self.file.as_ref().is_some_and(|(rel, session, off)| {
+            *rel == r.file.rel_path && *session == r.file.session && r.offset >= *off
+        });
+        if !same {
+            self.ring.clear();
+            self.seen_timed = false;
+            self.file = Some((r.file.rel_path.clone(), r.file.session.clone(), r.offset));
+        } else if let Some(f) = &mut self.file {
+            f.2 = r.offset;
+        }
+    }
+
+    fn on_record(&mut self, r: &Record<'_>) {
+        self.track_file(r);
+        let from_mtime = !self.seen_timed;
+        if r.timestamp.is_some() && !r.timestamp_inferred {
+            self.seen_timed = true;
+        }
+        self.knowledge.observe(self.target, r);
+        let selected = self.knowledge.selects(self.target, r);
+        if !selected && self.context == 0 {
+            return;
+        }
+        self.seq += 1;
+        let entry = Entry::from_record(r, from_mtime, self.seq, &mut self.buf);
+        if !selected {
+            self.push_ring(Some(entry));
+            return;
+        }
+        if entry.is_error() {
+            for slot in self.ring.iter_mut() {
+                if let Some(mut c) = slot.take() {
+                    c.context = true;
+                    self.entries.push(c);
+                }
+            }
+        }
+        self.entries.push(entry);
+        if self.context > 0 {
+            self.push_ring(None);
+        }
+    }
+
+    fn push_ring(&mut self, slot: Option<Entry>) {
+        self.ring.push_back(slot);
+        while self.ring.len() > self.context {
+            self.ring.pop_front();
+        }
+    }
+}
+
+/// How many times [`collect`] reads the inputs: twice for a task (to learn its
+/// workers and name first) unless stdin, which cannot be read again, is among them.
+pub fn passes(disc: &Discovered, target: &Target) -> u64 {
+    let rereadable = disc.files.iter().all(|f| f.source != Source::Stdin);
+    if target.kind == Kind::Task && rereadable {
+        2
+    } else {
+        1
+    }
+}
+
+/// Scans `disc` and returns the trace of `target` with `context` records before
+/// each error. `progress` gets bytes read, over all passes.
+pub fn collect(
+    disc: &Discovered,
+    cfg: &ScanConfig,
+    target: &Target,
+    context: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Collected {
+    let mut knowledge = Knowledge::default();
+    if passes(disc, target) == 2 {
+        scan(disc, cfg, progress, &mut |r| knowledge.observe(target, r));
+    }
+    let mut c = Collector {
+        target,
+        knowledge,
+        context,
+        file: None,
+        seen_timed: false,
+        ring: VecDeque::with_capacity(context + 1),
+        entries: vec![],
+        seq: 0,
+        buf: Vec::with_capacity(4096),
+    };
+    let report = scan(disc, cfg, progress, &mut |r| c.on_record(r));
+    let mut entries = c.entries;
+    estimate_times(&mut entries);
+    entries.sort_by_key(|e| (e.timestamp, e.seq));
+    Collected { entries, knowledge: c.knowledge, report }
+}
+
+/// Lines that never had a time got their file's mtime: when the file was last
+/// written, or copied, often long after the worker died, so an actor's prints would
+/// sort after its restart. The worker's own timed records bound when it can have
+/// written: such lines are clamped into that span (a print's mtime inside it is
+/// kept) and flagged `timestamp_estimated` when moved.
+fn estimate_times(entries: &mut [Entry]) {
+    let mut own: HashMap<Id, (Timestamp, Timestamp)> = HashMap::new();
+    let mut any: HashMap<Id, (Timestamp, Timestamp)> = HashMap::new();
+    let widen = |m: &mut HashMap<Id, (Timestamp, Timestamp)>, w: Id, t: Timestamp| {
+        let span = m.entry(w).or_insert((t, t));
+        *span = (span.0.min(t), span.1.max(t));
+    };
+    for e in entries.iter().filter(|e| !e.inferred) {
+        let (Some(w), Some(t)) = (e.ids.worker_id, e.timestamp) else { continue };
+        widen(&mut any, w, t);
+        if e.in_worker_file() {
+            widen(&mut own, w, t);
+        }
+    }
+    for e in entries.iter_mut().filter(|e| e.from_mtime) {
+        let Some(w) = e.ids.worker_id else { continue };
+        let Some(&(first, last)) = own.get(&w).or_else(|| any.get(&w)) else { continue };
+        let placed = e.timestamp.map_or(last, |t| t.clamp(first, last));
+        if e.timestamp != Some(placed) {
+            e.timestamp = Some(placed);
+            e.estimated = true;
+        }
+    }
+}

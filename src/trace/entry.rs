@@ -1,0 +1,156 @@
+//! [`Entry`]: an owned copy of one record, kept for the trace after the scan moves on.
+//!
+//! A parser [`Record`] borrows the parser's buffers and dies with the callback, but a
+//! trace must hold its records until every file has been read (to sort them and to
+//! build the summary). An entry keeps the record's NDJSON form for output plus the
+//! few fields the summary reads, so nothing is parsed twice.
+
+use raylog_parsers::ndjson::write_record;
+use raylog_parsers::record::{FieldValue, Ids};
+use raylog_parsers::{Level, Record, Timestamp};
+
+/// One record of the trace.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub timestamp: Option<Timestamp>,
+    /// The line had no time of its own (see the record schema).
+    pub inferred: bool,
+    /// The time came from the file's mtime: no earlier record of the file had a time.
+    pub from_mtime: bool,
+    /// The trace moved the time to the last timed record of the same worker.
+    pub estimated: bool,
+    pub level: Option<Level>,
+    pub message: String,
+    pub component: String,
+    pub file: String,
+    pub session: Option<String>,
+    pub submission_id: Option<String>,
+    /// The worker whose own file this is (worker stdout/stderr, core-worker log).
+    pub file_worker: bool,
+    pub offset: u64,
+    pub ids: Ids,
+    pub pid: Option<u32>,
+    pub task_name: Option<String>,
+    pub actor_name: Option<String>,
+    /// Event `label` (`RAY_WORKER_FAILURE`...).
+    pub label: Option<String>,
+    /// Export events' `event_data`, raw JSON.
+    pub event_data: Option<String>,
+    /// A `--context` record: not about the traced entity, shown before an error.
+    pub context: bool,
+    /// Position in scan order, so sorting keeps ties in the order they were read.
+    pub seq: u64,
+    /// The record's NDJSON members without `timestamp` and without the braces.
+    body: String,
+}
+
+/// A field's text, unescaped when it was stored as a JSON string.
+fn field_text(v: FieldValue<'_>) -> String {
+    match v {
+        FieldValue::Str(s) => s.to_string(),
+        FieldValue::Json(j) => {
+            let mut out = String::new();
+            match j.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+                Some(inner) => raylog_parsers::json::unescape_into(inner, &mut out),
+                None => out.push_str(j),
+            }
+            out
+        }
+    }
+}
+
+/// Splits `{"timestamp":"…",rest}\n` into `rest`; the writer always puts the
+/// timestamp first and RFC 3339 text holds no quote, so the first `",` ends it.
+fn body_of(json: &[u8], has_timestamp: bool) -> String {
+    let text = String::from_utf8_lossy(json);
+    let t = text.trim_end();
+    let inner = t.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(t);
+    if has_timestamp {
+        if let Some(end) = inner.find("\",") {
+            return inner[end + 2..].to_string();
+        }
+    }
+    inner.to_string()
+}
+
+impl Entry {
+    /// Copies what the trace needs out of `r`. `buf` is a reused scratch buffer.
+    pub fn from_record(r: &Record<'_>, from_mtime: bool, seq: u64, buf: &mut Vec<u8>) -> Entry {
+        buf.clear();
+        write_record(buf, r);
+        let event_data = match r.fields.get("event_data") {
+            Some(FieldValue::Json(j)) => Some(j.to_string()),
+            _ => None,
+        };
+        Entry {
+            timestamp: r.timestamp,
+            inferred: r.timestamp_inferred,
+            from_mtime: from_mtime && r.timestamp_inferred,
+            estimated: false,
+            level: r.level,
+            message: r.message.to_string(),
+            component: r.component().to_string(),
+            file: r.file.rel_path.clone(),
+            session: r.file.session.clone(),
+            submission_id: r.file.submission_id.clone(),
+            file_worker: r.file.worker_id.is_some() && r.ids.worker_id == r.file.worker_id,
+            offset: r.offset,
+            ids: *r.ids,
+            pid: r.pid,
+            task_name: r.task_name.map(str::to_string),
+            actor_name: r.actor_name.map(str::to_string),
+            label: r.fields.get("label").map(field_text),
+            event_data,
+            context: false,
+            seq,
+            body: body_of(buf, r.timestamp.is_some()),
+        }
+    }
+
+    /// The worker the record is about: its `worker_id`, else one its text names.
+    pub fn worker(&self) -> Option<raylog_parsers::Id> {
+        self.ids.worker_id.or_else(|| super::facts::worker_in_text(&self.component, &self.message))
+    }
+
+    /// ERROR or FATAL.
+    pub fn is_error(&self) -> bool {
+        self.level.is_some_and(|l| l >= Level::Error)
+    }
+
+    /// A file of the worker process itself (not a driver's): its stdout/stderr or
+    /// its core-worker log.
+    pub fn in_worker_file(&self) -> bool {
+        self.file_worker && matches!(self.component.as_str(), "worker" | "core_worker")
+    }
+
+    /// Appends the record as one JSON object (no newline): the NDJSON schema, plus
+    /// `timestamp_estimated` and `context` when they apply.
+    pub fn write_json(&self, out: &mut String) {
+        out.push('{');
+        if let Some(t) = self.timestamp {
+            out.push_str("\"timestamp\":\"");
+            out.push_str(&t.to_rfc3339());
+            out.push_str("\",");
+        }
+        out.push_str(&self.body);
+        if self.estimated {
+            out.push_str(",\"timestamp_estimated\":true");
+        }
+        if self.context {
+            out.push_str(",\"context\":true");
+        }
+        out.push('}');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_drops_only_the_timestamp() {
+        let j = br#"{"timestamp":"2026-11-30T10:21:12.477Z","level":"INFO","message":"a \",b"}"#;
+        assert_eq!(body_of(j, true), r#""level":"INFO","message":"a \",b""#);
+        assert_eq!(body_of(br#"{"message":"x","fields":{"a":1}}"#, false), r#""message":"x","fields":{"a":1}"#);
+    }
+}
