@@ -111,12 +111,10 @@ pub const MAX_HELD: usize = 20_000;
 
 impl Hold {
     /// Whether `r` should wait: an actor worker's record (its file carried
-    /// `:actor_name:`) whose actor is not known yet.
-    pub fn wants(r: &Record<'_>, corr: &Correlator) -> bool {
-        r.ids.actor_id.is_none()
-            && r.actor_name.is_some()
-            && r.file.component == "worker"
-            && r.ids.worker_id.is_some_and(|w| corr.actor_of(&w).is_none())
+    /// `:actor_name:`) that the parser could not tag with an actor id yet (it
+    /// consults the correlator, so a missing id means the actor is unknown).
+    pub fn awaits_actor(r: &Record<'_>) -> bool {
+        r.ids.actor_id.is_none() && r.actor_name.is_some() && r.file.component == "worker"
     }
 
     /// Whether anything of file `key` is held (then later records of that file must

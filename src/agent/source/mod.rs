@@ -273,14 +273,8 @@ impl Source {
         let now_ns = now_ns();
         let ident = file_identity(t);
         let (batch, hold, meta) = (&mut self.batch, &mut self.hold, t.meta.clone());
-        let held_file = hold.holds_file(&key);
-        let mut sink = |r: &Record<'_>| {
-            if held_file || (r.ids.actor_id.is_none() && r.actor_name.is_some() && r.file.component == "worker") {
-                hold.push(r, key, meta.clone());
-            } else {
-                batch.push(r, now_ns, doc_id(&ident, r.offset));
-            }
-        };
+        let mut held_file = hold.holds_file(&key);
+        let mut sink = |r: &Record<'_>| route(r, batch, hold, &mut held_file, key, &meta, &ident, now_ns);
         let res = t.read(&mut self.buf, READ_BUDGET, &mut self.corr, &self.cfg.source.parse, &mut sink);
         let after = *t.parser.stats();
         self.metrics.lines_read.fetch_add(after.lines - before.lines, Relaxed);
@@ -314,12 +308,9 @@ impl Source {
         let Some(mut t) = self.files.remove(&key) else { return };
         let ident = file_identity(&mut t);
         let (batch, hold, meta, now) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
+        let mut held_file = hold.holds_file(&key);
         t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| {
-            if hold.holds_file(&key) {
-                hold.push(r, key, meta.clone());
-            } else {
-                batch.push(r, now, doc_id(&ident, r.offset));
-            }
+            route(r, batch, hold, &mut held_file, key, &meta, &ident, now)
         });
         self.closed.push(position(&t, &self.hold));
     }
@@ -335,14 +326,9 @@ impl Source {
             let ident = file_identity(t);
             let (batch, hold, meta, ts) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
             let before = t.parser.unemitted_offset();
+            let mut held_file = hold.holds_file(&key);
             t.flush_if_idle(now, idle, partial, &mut self.corr, &self.cfg.source.parse, &mut |r| {
-                if hold.holds_file(&key)
-                    || (r.ids.actor_id.is_none() && r.actor_name.is_some() && r.file.component == "worker")
-                {
-                    hold.push(r, key, meta.clone());
-                } else {
-                    batch.push(r, ts, doc_id(&ident, r.offset));
-                }
+                route(r, batch, hold, &mut held_file, key, &meta, &ident, ts)
             });
             if t.parser.unemitted_offset() != before {
                 self.dirty.insert(key);
@@ -380,12 +366,9 @@ impl Source {
             let Some(t) = self.files.get_mut(&key) else { continue };
             let ident = file_identity(t);
             let (batch, hold, meta, ts) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
+            let mut held_file = hold.holds_file(&key);
             t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| {
-                if hold.holds_file(&key) {
-                    hold.push(r, key, meta.clone());
-                } else {
-                    batch.push(r, ts, doc_id(&ident, r.offset));
-                }
+                route(r, batch, hold, &mut held_file, key, &meta, &ident, ts)
             });
             self.dirty.insert(key);
         }
@@ -416,6 +399,28 @@ impl Source {
             // The pipeline is gone (shutting down): nothing more to do.
             self.shutdown.store(true, Relaxed);
         }
+    }
+}
+
+/// Routes a parsed record: held while its actor worker's actor is unknown, or while
+/// earlier records of its file are held (so a file's records keep their order);
+/// otherwise into the batch.
+#[allow(clippy::too_many_arguments)]
+fn route(
+    r: &Record<'_>,
+    batch: &mut Batch,
+    hold: &mut Hold,
+    held_file: &mut bool,
+    key: FileKey,
+    meta: &Arc<raylog_parsers::FileMeta>,
+    ident: &str,
+    now: i64,
+) {
+    if *held_file || Hold::awaits_actor(r) {
+        hold.push(r, key, meta.clone());
+        *held_file = true;
+    } else {
+        batch.push(r, now, doc_id(ident, r.offset));
     }
 }
 
