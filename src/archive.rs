@@ -84,7 +84,7 @@ pub fn parse(
             parser.push(c, corr, &cfg.opts, on_record);
         });
         parser.finish(corr, &cfg.opts, on_record);
-        report_file(report, &label, &parser);
+        report.add(&label, parser.stats());
         if let Err(e) = result {
             // The tar stream itself is damaged: nothing after this entry can be read.
             report.failures.push((label, read_error(&e, parser.offset())));
@@ -92,8 +92,4 @@ pub fn parse(
         }
     }
     Ok(())
-}
-
-fn report_file(report: &mut ScanReport, label: &str, parser: &FileParser) {
-    report.add(label, parser.stats());
 }
