@@ -35,6 +35,10 @@ pub enum Tb {
     Frames,
     /// After the exception line: a blank line or a chain header may follow.
     AfterException,
+    /// Indented frames after an exception line: a Ray task error
+    /// (`ray.exceptions.RayTaskError(ValueError): ray::f() (pid=…)`) carries the
+    /// remote traceback's frames, then the remote exception line.
+    Remote,
     /// After a chain header: blank lines, then the next `Traceback`.
     Chain,
     /// Inside a native crash dump: absl's `*** SIGSEGV received … ***` with its
@@ -52,6 +56,12 @@ impl Joiner {
     /// Forgets traceback state (at a marker or a new file).
     pub fn reset(&mut self) {
         self.tb = Tb::Outside;
+    }
+
+    /// Whether `line` would open a traceback outside any other (the point where it
+    /// may or may not belong to the line before it).
+    pub fn opens_traceback(&self, line: &[u8]) -> bool {
+        self.tb == Tb::Outside && line == TRACEBACK
     }
 
     /// Returns true when `line` continues the open record. `has_record` says whether
@@ -105,8 +115,17 @@ impl Joiner {
                     true
                 }
             }
-            Tb::AfterException | Tb::Chain => {
-                if line.is_empty() || (indented && self.tb == Tb::AfterException) {
+            Tb::Remote if indented => true,
+            Tb::Remote if is_exception_line(line) => {
+                self.tb = Tb::AfterException;
+                true
+            }
+            Tb::AfterException if indented => {
+                self.tb = Tb::Remote;
+                true
+            }
+            Tb::AfterException | Tb::Chain | Tb::Remote => {
+                if line.is_empty() {
                     true
                 } else if CHAINS.contains(&line) {
                     self.tb = Tb::Chain;
@@ -121,6 +140,24 @@ impl Joiner {
             }
         }
     }
+}
+
+/// Whether `line` reads like Python's exception line: a dotted name, optionally with
+/// a parenthesised cause, then `:` or the end (`ValueError: bad`, `KeyError`,
+/// `ray.exceptions.RayTaskError(ValueError): …`).
+fn is_exception_line(line: &[u8]) -> bool {
+    let name = line.iter().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.')).count();
+    if name == 0 || !line[0].is_ascii_alphabetic() {
+        return false;
+    }
+    let mut rest = &line[name..];
+    if rest.first() == Some(&b'(') {
+        match memchr::memchr(b')', rest) {
+            Some(close) => rest = &rest[close + 1..],
+            None => return false,
+        }
+    }
+    rest.is_empty() || rest[0] == b':'
 }
 
 /// `*** SIGSEGV received at time=… ***` (absl) or `Fatal Python error: …` (faulthandler).
@@ -209,6 +246,34 @@ mod tests {
         assert!(recs[1].starts_with("*** SIGSEGV") && recs[1].ends_with("(unknown)  (unknown)"));
         assert!(recs[2].starts_with("Fatal Python error") && recs[2].ends_with("line 9 in main"));
         assert_eq!(recs[3], "after");
+    }
+
+    #[test]
+    fn ray_task_error_with_its_remote_traceback_is_one_record() {
+        let text = concat!(
+            "Traceback (most recent call last):\n",
+            "  File \"main.py\", line 9, in <module>\n",
+            "    ray.get(f.remote())\n",
+            "ray.exceptions.RayTaskError(ValueError): ray::f() (pid=7, ip=10.0.0.1)\n",
+            "  File \"main.py\", line 5, in f\n",
+            "    raise ValueError(\"bad\")\n",
+            "ValueError: bad\n",
+            "next print"
+        );
+        let g = group(FileKind::JobDriver, text);
+        assert_eq!(g.len(), 2, "{g:#?}");
+        assert!(g[0].ends_with("ValueError: bad"), "{g:#?}");
+        assert_eq!(g[1], "next print");
+    }
+
+    #[test]
+    fn exception_lines() {
+        for yes in ["ValueError: bad", "KeyError", "ray.exceptions.RayTaskError(ValueError): ray::f()", "a.B:"] {
+            assert!(is_exception_line(yes.as_bytes()), "{yes}");
+        }
+        for no in ["next print", "(x): y", "2026-11-30 10:00:00 INFO", "Value Error: x", ""] {
+            assert!(!is_exception_line(no.as_bytes()), "{no}");
+        }
     }
 
     #[test]

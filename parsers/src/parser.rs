@@ -14,7 +14,7 @@ use crate::classify::{FileKind, FileMeta};
 use crate::correlate::Correlator;
 use crate::formats::{self, Draft, LineFormat, ParseCtx};
 use crate::id::{Id, JOB_HEX};
-use crate::record::{FieldValue, Ids, Record};
+use crate::record::{FieldValue, Ids, Level, Record};
 use crate::time::{Timestamp, Zone};
 
 /// Default cap on one line (and on one joined record).
@@ -313,7 +313,10 @@ impl FileParser {
             Line::InChunk(s, e) if !has_cr && !cut => Some((s, e)),
             _ => None,
         };
-        if self.joiner.continues(kind, text, self.pending.open) {
+        let opens = self.joiner.opens_traceback(text);
+        if self.joiner.continues(kind, text, self.pending.open)
+            && !(opens && !kind.headered() && below_warning(kind, &io.opts.zone, self.pending.text(io.data)))
+        {
             self.pending.append(text, span, cut, io.data, io.opts.max_line_bytes);
             return;
         }
@@ -425,4 +428,39 @@ fn tag_ids(meta: &FileMeta, node: &Option<Id>, ctx: &FileContext, corr: &Correla
         ids.node_id = *node;
     }
     ids.derive();
+}
+/// Whether `record` starts with a log line below WARNING. A traceback after such a
+/// line is an uncaught exception printed on its own (`logger.exception` and
+/// `exc_info` come with ERROR or WARNING lines), so it starts a record instead of
+/// joining that line. Runs only when a traceback opens, so parsing twice is cheap.
+fn below_warning(kind: FileKind, zone: &Zone, record: &[u8]) -> bool {
+    let first = &record[..memchr::memchr(b'\n', record).unwrap_or(record.len())];
+    let Ok(text) = std::str::from_utf8(first) else { return false };
+    let (mut scratch, mut d) = (String::new(), Draft::default());
+    formats::parse(LineFormat::detect(kind, first), text, &mut scratch, &ParseCtx { zone, kind }, &mut d);
+    matches!(d.level, Some(Level::Trace | Level::Debug | Level::Info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(name: &str, text: &str) -> Vec<String> {
+        let mut p = FileParser::new(crate::classify(name, None), None, None);
+        let (mut corr, opts, mut out) = (Correlator::new(), Options::default(), vec![]);
+        p.push(text.as_bytes(), &mut corr, &opts, &mut |r| out.push(r.message.to_string()));
+        p.finish(&mut corr, &opts, &mut |r| out.push(r.message.to_string()));
+        out
+    }
+
+    #[test]
+    fn a_traceback_joins_an_error_line_but_not_an_info_line() {
+        let tb = "Traceback (most recent call last):\n  File \"m.py\", line 1, in <module>\nValueError: bad\n";
+        let info = format!("2026-11-30 13:34:42,410\tINFO worker.py:2029 -- Connected.\n{tb}");
+        let got = messages("job-driver-raysubmit_1.log", &info);
+        assert_eq!(got, ["Connected.", tb.trim_end()], "an uncaught exception is not the INFO line's");
+        let err = format!("2026-11-30 13:34:42,410\tERROR m.py:3 -- lookup failed\n{tb}");
+        assert_eq!(messages("job-driver-raysubmit_1.log", &err).len(), 1, "logger.exception keeps its traceback");
+        assert_eq!(messages("worker-x-ffffffff-1.err", &format!("bare message\n{tb}")).len(), 1);
+    }
 }

@@ -218,11 +218,17 @@ impl Batch {
     }
 }
 
-/// `doc_id` for a record: a 128-bit FNV-1a hash of the file identity and offset.
-pub fn doc_id(identity: &str, offset: u64) -> u128 {
+/// `doc_id` for a record: a 128-bit FNV-1a hash of the file identity, the offset and
+/// the head and length of the message. A replay of the same bytes gets the same id
+/// (Elasticsearch answers 409 and nothing is stored twice), while a file rewritten in
+/// place (copy-truncate) puts new text at old offsets and must get new ids, or the
+/// new records would be dropped as duplicates of the old.
+pub fn doc_id(identity: &str, offset: u64, message: &str) -> u128 {
     const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let head = &message.as_bytes()[..message.len().min(32)];
     let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
-    for b in identity.as_bytes().iter().chain(b"@").chain(&offset.to_le_bytes()) {
+    let parts = [identity.as_bytes(), b"@", &offset.to_le_bytes(), &(message.len() as u64).to_le_bytes(), head];
+    for b in parts.iter().flat_map(|p| p.iter()) {
         h ^= *b as u128;
         h = h.wrapping_mul(PRIME);
     }
@@ -242,8 +248,8 @@ mod tests {
         let mut p = FileParser::new(meta, None, None);
         let text = b"[2026-11-30 09:05:35,278 I 4214 4214] (raylet) worker_pool.cc:564: Started worker_id=abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2\n";
         let mut corr = Correlator::new();
-        p.push(text, &mut corr, &Options::default(), &mut |r| b.push(r, 0, doc_id("1:2", r.offset)));
-        p.finish(&mut corr, &Options::default(), &mut |r| b.push(r, 0, doc_id("1:2", r.offset)));
+        p.push(text, &mut corr, &Options::default(), &mut |r| b.push(r, 0, doc_id("1:2", r.offset, r.message)));
+        p.finish(&mut corr, &Options::default(), &mut |r| b.push(r, 0, doc_id("1:2", r.offset, r.message)));
         assert_eq!(b.len(), 1);
         let e = &b.entries[0];
         assert_eq!(b.str(e.component), "raylet");
@@ -253,6 +259,8 @@ mod tests {
         assert_eq!(v["node"], "node-a");
         assert_eq!(v["cluster"], "c1");
         assert_eq!(v["component"], "raylet");
-        assert_ne!(doc_id("1:2", 0), doc_id("1:2", 1));
+        assert_ne!(doc_id("1:2", 0, "a"), doc_id("1:2", 1, "a"));
+        assert_ne!(doc_id("1:2", 0, "a"), doc_id("1:2", 0, "b"), "new text at an old offset");
+        assert_eq!(doc_id("1:2", 0, "a"), doc_id("1:2", 0, "a"));
     }
 }

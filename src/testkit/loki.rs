@@ -25,8 +25,8 @@ use axum::Router;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// One stored log entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One stored log entry. Equal entries are equal whenever they arrived.
+#[derive(Clone, Debug)]
 pub struct ReceivedEntry {
     pub labels: BTreeMap<String, String>,
     pub timestamp_ns: i64,
@@ -34,7 +34,18 @@ pub struct ReceivedEntry {
     pub metadata: BTreeMap<String, String>,
     /// `X-Scope-OrgID` of the request.
     pub tenant: Option<String>,
+    /// When the push carrying it arrived (Unix ns), for delivery latency.
+    pub received_ns: i64,
 }
+
+impl PartialEq for ReceivedEntry {
+    fn eq(&self, o: &Self) -> bool {
+        (&self.labels, self.timestamp_ns, &self.line, &self.metadata, &self.tenant)
+            == (&o.labels, o.timestamp_ns, &o.line, &o.metadata, &o.tenant)
+    }
+}
+
+impl Eq for ReceivedEntry {}
 
 /// One push request, whatever its outcome.
 #[derive(Clone, Debug, Default)]
@@ -278,6 +289,8 @@ async fn push(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> R
 /// Validates and keeps what Loki would keep. Returns the status and error text.
 fn store(g: &mut Inner, req: &mut ReceivedRequest, streams: Vec<PushStream>) -> (u16, String) {
     let mut errors = Vec::new();
+    let received_ns =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
     req.streams = streams.len();
     for s in streams {
         req.entries += s.entries.len();
@@ -299,7 +312,7 @@ fn store(g: &mut Inner, req: &mut ReceivedRequest, streams: Vec<PushStream>) -> 
                 continue;
             }
             let tenant = req.tenant.clone();
-            g.entries.push(ReceivedEntry { labels: labels.clone(), timestamp_ns, line, metadata, tenant });
+            g.entries.push(ReceivedEntry { labels: labels.clone(), timestamp_ns, line, metadata, tenant, received_ns });
         }
     }
     if errors.is_empty() {

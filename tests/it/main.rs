@@ -3,6 +3,8 @@
 
 mod cli;
 mod golden;
+mod live;
+mod live_check;
 mod props;
 mod reconcile;
 mod ship;

@@ -60,14 +60,16 @@ address = ""
         p
     }
 
-    fn start(&self) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_raylog"))
-            .args(["ship", "--log-level", "warn", "--config"])
-            .arg(self.config(""))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap()
+    fn start(&self) -> Agent {
+        Agent(
+            Command::new(env!("CARGO_BIN_EXE_raylog"))
+                .args(["ship", "--log-level", "warn", "--config"])
+                .arg(self.config(""))
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        )
     }
 
     /// `seq` token → how many times it arrived.
@@ -121,7 +123,31 @@ fn append(path: &Path, from: u64, to: u64) {
     f.write_all(text.as_bytes()).unwrap();
 }
 
-fn stop(mut child: Child) {
+/// A running agent; killed if a test panics before stopping it, so no orphan keeps
+/// running (and holding the test harness's output pipe open).
+struct Agent(Child);
+
+impl std::ops::Deref for Agent {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn stop(mut child: Agent) {
     let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {

@@ -61,6 +61,10 @@ pub struct SourceRaw {
     pub actor_hold: Option<DurationValue>,
     /// Use inotify (true) or polling only (false, for file systems without events).
     pub watch: Option<bool>,
+    /// Files not to ship: globs (`*`, `?`) on the path inside the logs dir.
+    /// Default `["debug_state*.txt"]` (state dumps rewritten in place every few
+    /// seconds, not logs); `[]` ships everything.
+    pub exclude: Option<Vec<String>>,
 }
 
 /// `[node]`: identity added to every record.
@@ -152,6 +156,7 @@ pub struct SourceConfig {
     pub partial_line_timeout: Duration,
     pub actor_hold: Duration,
     pub watch: bool,
+    pub exclude: Vec<values::Glob>,
     pub parse: raylog_parsers::Options,
 }
 
@@ -311,8 +316,21 @@ fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
         partial_line_timeout: dur(&s.partial_line_timeout, "source.partial_line_timeout", Duration::from_secs(5), p),
         actor_hold: dur(&s.actor_hold, "source.actor_hold", Duration::from_secs(10), p),
         watch: s.watch.unwrap_or(true),
+        exclude: exclude_globs(s.exclude.as_deref(), p),
         parse: raylog_parsers::Options { zone, max_line_bytes },
     }
+}
+
+fn exclude_globs(raw: Option<&[String]>, p: &mut Problems) -> Vec<values::Glob> {
+    let default = [String::from("debug_state*.txt")];
+    let mut out = vec![];
+    for (i, g) in raw.unwrap_or(&default).iter().enumerate() {
+        match values::Glob::new(g) {
+            Ok(g) => out.push(g),
+            Err(e) => p.add(&format!("source.exclude[{i}]"), e),
+        }
+    }
+    out
 }
 
 fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {
@@ -411,6 +429,8 @@ pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
     out.push_str(&format!("actor_hold = \"{}\"\n", d(s.actor_hold)));
     out.push_str(&format!("max_line_bytes = {}\n", s.parse.max_line_bytes));
     out.push_str(&format!("watch = {}\n", s.watch));
+    let globs: Vec<&str> = s.exclude.iter().map(|g| g.as_str()).collect();
+    out.push_str(&format!("exclude = {globs:?}\n"));
     out.push_str(&format!("\n[node]\nname = {:?}\n", cfg.node.name));
     if let Some(c) = &cfg.node.cluster {
         out.push_str(&format!("cluster = {c:?}\n"));

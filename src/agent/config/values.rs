@@ -171,6 +171,39 @@ impl Secret {
     }
 }
 
+/// A file-name glob: `*` any run of characters but `/`, `?` one such character.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Glob(String);
+
+impl Glob {
+    pub fn new(pattern: &str) -> Result<Glob, String> {
+        if pattern.is_empty() {
+            return Err("is empty; write a glob such as \"debug_state*.txt\" or drop the entry".into());
+        }
+        Ok(Glob(pattern.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `path` (relative to the logs dir, `/`-separated) matches the whole glob.
+    pub fn matches(&self, path: &str) -> bool {
+        glob_match(self.0.as_bytes(), path.as_bytes())
+    }
+}
+
+fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((b'*', rest)) => {
+            (0..=s.len()).take_while(|&i| i == 0 || s[i - 1] != b'/').any(|i| glob_match(rest, &s[i..]))
+        }
+        Some((b'?', rest)) => s.first().is_some_and(|&c| c != b'/') && glob_match(rest, &s[1..]),
+        Some((c, rest)) => s.first() == Some(c) && glob_match(rest, &s[1..]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +217,15 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(120)), "2m");
         assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
         assert!(parse_size("4 lots").is_err());
+    }
+
+    #[test]
+    fn globs() {
+        let g = Glob::new("debug_state*.txt").unwrap();
+        assert!(g.matches("debug_state.txt") && g.matches("debug_state_gcs.txt"));
+        assert!(!g.matches("old/debug_state.txt") && !g.matches("debug_state.txt.1"));
+        let any_dir = Glob::new("*/worker-?.out").unwrap();
+        assert!(any_dir.matches("old/worker-1.out") && !any_dir.matches("worker-1.out"));
+        assert!(Glob::new("").is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Hold: an actor worker's output read before the actor's id is known.
+//! Hold: an actor worker's output read before the actor's id is known, and a new
+//! session's first records read before its raylet names the node.
 //!
 //! Live, a worker's stdout (`:actor_name:Counter` then prints) can be read before its
 //! core-worker log says `Creating actor actor_id=…`. Such records are copied out of
@@ -9,19 +10,30 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use raylog_parsers::record::{FieldValue, Fields, Ids, Level};
 use raylog_parsers::{Correlator, FileMeta, Id, Record, Timestamp};
 
 use crate::agent::checkpoint::FileKey;
 
+/// How long a held record may wait, and for what.
+#[derive(Clone, Copy, Debug)]
+pub struct Wait {
+    /// It goes out by then, whatever is still unknown.
+    pub until: Instant,
+    /// It waits for its logs dir's node id, until then at the latest.
+    pub node_until: Option<Instant>,
+}
+
 /// A record copied out of the parser.
 #[derive(Debug)]
 pub struct HeldRecord {
     pub key: FileKey,
     pub meta: Arc<FileMeta>,
-    pub since: Instant,
+    /// Label of the logs dir (whose node id the record may be waiting for).
+    dir: String,
+    pub wait: Wait,
     timestamp: Option<Timestamp>,
     timestamp_inferred: bool,
     level: Option<Level>,
@@ -38,11 +50,12 @@ pub struct HeldRecord {
 }
 
 impl HeldRecord {
-    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>) -> HeldRecord {
+    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: &str, wait: Wait) -> HeldRecord {
         HeldRecord {
             key,
             meta,
-            since: Instant::now(),
+            dir: dir.to_string(),
+            wait,
             timestamp: r.timestamp,
             timestamp_inferred: r.timestamp_inferred,
             level: r.level,
@@ -70,9 +83,15 @@ impl HeldRecord {
         self.offset
     }
 
-    /// Hands the record to `out`, tagged with `actor` when known.
-    pub fn emit(&self, actor: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey)) {
+    /// Whether the record waits for its worker's actor (see [`Hold::awaits_actor`]).
+    fn awaits_actor(&self) -> bool {
+        self.ids.actor_id.is_none() && self.actor_name.is_some() && self.meta.component == "worker"
+    }
+
+    /// Hands the record to `out`, tagged with `actor` and `node` when known.
+    pub fn emit(&self, actor: Option<Id>, node: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey)) {
         let mut ids = self.ids;
+        ids.node_id = ids.node_id.or(node);
         if let Some(a) = actor {
             ids.actor_id = Some(a);
             ids.derive();
@@ -123,8 +142,8 @@ impl Hold {
         self.queue.iter().any(|h| &h.key == key)
     }
 
-    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>) {
-        self.queue.push_back(HeldRecord::copy(r, key, meta));
+    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: &str, wait: Wait) {
+        self.queue.push_back(HeldRecord::copy(r, key, meta, dir, wait));
     }
 
     pub fn len(&self) -> usize {
@@ -140,13 +159,14 @@ impl Hold {
         self.queue.iter().filter(|h| &h.key == key).map(|h| h.offset).min()
     }
 
-    /// Releases, in order, every record whose worker's actor is now known, whose wait
-    /// exceeded `max_wait`, or all of them when `force`; stops at the first record of a
-    /// file that must keep waiting so each file's order is kept.
+    /// Releases, in order, every record whose worker's actor and node (`node_of` its
+    /// logs dir) are now known or no longer awaited, whose wait is over, or all of them
+    /// when `force`; stops at the first record of a file that must keep waiting so
+    /// each file's order is kept.
     pub fn release(
         &mut self,
         corr: &Correlator,
-        max_wait: Duration,
+        node_of: &dyn Fn(&str) -> Option<Id>,
         force: bool,
         out: &mut dyn FnMut(&Record<'_>, FileKey),
     ) {
@@ -155,9 +175,12 @@ impl Hold {
         let mut keep = VecDeque::new();
         while let Some(h) = self.queue.pop_front() {
             let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
-            let expired = now.duration_since(h.since) >= max_wait || self.queue.len() + keep.len() >= MAX_HELD;
-            if !blocked.contains(&h.key) && (actor.is_some() || expired || force) {
-                h.emit(actor, out);
+            let node = h.ids.node_id.or_else(|| node_of(&h.dir));
+            let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
+            let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
+            let expired = now >= h.wait.until || self.queue.len() + keep.len() >= MAX_HELD;
+            if !blocked.contains(&h.key) && (ready || expired || force) {
+                h.emit(actor, node, out);
             } else {
                 blocked.push(h.key);
                 keep.push_back(h);

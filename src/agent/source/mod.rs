@@ -9,6 +9,7 @@
 //! `blocking_send`: when the sinks are slow, reading simply stops (backpressure).
 
 pub mod hold;
+mod route;
 pub mod tail;
 
 use std::collections::{HashMap, HashSet};
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raylog_parsers::correlate::node_id_from_raylet;
-use raylog_parsers::{classify, Correlator, Id, Record};
+use raylog_parsers::{classify, Correlator, Id};
 use tokio::sync::mpsc;
 
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
@@ -27,10 +28,13 @@ use crate::agent::config::{Config, StartAt};
 use crate::agent::metrics::Metrics;
 use crate::discover::discover;
 use hold::Hold;
+use route::{file_identity, now_ns, Router};
 use tail::Tailed;
 
 /// Bytes read from one file per round before moving to the next.
 const READ_BUDGET: u64 = 256 << 10;
+/// How far into a raylet log its node id is looked for.
+const RAYLET_NODE_SCAN: u64 = 1 << 20;
 
 /// A cut batch with the checkpoints it completes.
 pub struct Cut {
@@ -50,6 +54,9 @@ pub struct Source {
     files: HashMap<FileKey, Tailed>,
     /// Node id of each logs dir label.
     nodes: HashMap<String, Option<Id>>,
+    /// Until when records of a logs dir with a GCS or raylet log wait for its node id
+    /// (see `waits_for_node`).
+    node_wait: HashMap<String, Instant>,
     /// Checkpoints as loaded at start (resume offsets).
     resume: CheckpointStore,
     hold: Hold,
@@ -85,6 +92,7 @@ impl Source {
             corr: Correlator::new(),
             files: HashMap::new(),
             nodes: HashMap::new(),
+            node_wait: HashMap::new(),
             resume,
             hold: Hold::default(),
             batch_started: Instant::now(),
@@ -140,6 +148,9 @@ impl Source {
         let mut opened = 0;
         for f in &disc.files {
             let crate::discover::Source::File(path) = &f.source else { continue };
+            if self.cfg.source.exclude.iter().any(|g| g.matches(&f.rel)) {
+                continue;
+            }
             let Ok(md) = std::fs::metadata(path) else { continue };
             let key = FileKey::of(&md);
             seen.insert(key);
@@ -174,6 +185,12 @@ impl Source {
         let (offset, ctx) = self.resume_point(path, md);
         let meta = classify(rel, dir.session.as_deref());
         let node = self.node_of(&dir.label);
+        if !self.first_scan && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
+            // A node is starting here (a head node's GCS comes before its raylet):
+            // its node id will be announced soon.
+            let hold_for = self.cfg.source.actor_hold;
+            self.node_wait.entry(dir.label.clone()).or_insert_with(|| Instant::now() + hold_for);
+        }
         let mut t = match Tailed::open(path.clone(), meta, dir.label.clone(), node, offset, ctx.to_parser()) {
             Ok(t) => t,
             Err(e) => {
@@ -234,6 +251,17 @@ impl Source {
         }
     }
 
+    /// Until when records of file `key` without a node id should wait for it, if
+    /// they should: live only, in a logs dir that appeared after the agent started
+    /// (a new session) with a GCS or raylet log, during the first `actor_hold` after
+    /// that log was found (a head node's GCS writes before its raylet names the node).
+    /// Dirs present at start were read whole by the first scan: waiting adds nothing.
+    fn waits_for_node(&self, key: FileKey) -> Option<Instant> {
+        let t = self.files.get(&key)?;
+        let until = *self.node_wait.get(&t.dir)?;
+        (!self.once && t.node_unknown() && Instant::now() < until).then_some(until)
+    }
+
     fn node_of(&self, dir: &str) -> Option<Id> {
         self.nodes.get(dir).copied().flatten()
     }
@@ -242,7 +270,7 @@ impl Source {
         use std::io::Read;
         let mut head = Vec::new();
         if let Ok(f) = std::fs::File::open(raylet) {
-            let _ = f.take(1 << 20).read_to_end(&mut head);
+            let _ = f.take(RAYLET_NODE_SCAN).read_to_end(&mut head);
         }
         if let Some(n) = node_id_from_raylet(&head) {
             self.nodes.insert(dir.to_string(), Some(n));
@@ -268,14 +296,11 @@ impl Source {
     }
 
     fn read_file(&mut self, key: FileKey) -> u64 {
+        let wait_node = self.waits_for_node(key);
         let Some(t) = self.files.get_mut(&key) else { return 0 };
         let before = *t.parser.stats();
-        let now_ns = now_ns();
-        let ident = file_identity(t);
-        let (batch, hold, meta) = (&mut self.batch, &mut self.hold, t.meta.clone());
-        let mut held_file = hold.holds_file(&key);
-        let mut sink = |r: &Record<'_>| route(r, batch, hold, &mut held_file, key, &meta, &ident, now_ns);
-        let res = t.read(&mut self.buf, READ_BUDGET, &mut self.corr, &self.cfg.source.parse, &mut sink);
+        let mut router = Router::new(&mut self.batch, &mut self.hold, t, wait_node, self.cfg.source.actor_hold);
+        let res = t.read(&mut self.buf, READ_BUDGET, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
         let after = *t.parser.stats();
         self.metrics.lines_read.fetch_add(after.lines - before.lines, Relaxed);
         self.metrics.records_read.fetch_add(after.records - before.records, Relaxed);
@@ -289,6 +314,13 @@ impl Source {
                 if r.truncated {
                     tracing::info!(path = %t.path.display(), "file was truncated in place (copy-truncate); reading it from the start");
                 }
+                let raylet_unknown = t.meta.component == "raylet" && t.node_unknown() && r.bytes > 0;
+                if raylet_unknown && t.parser.offset() - r.bytes < RAYLET_NODE_SCAN {
+                    // A new session's raylet has started writing: look for its node id.
+                    let (dir, path) = (t.dir.clone(), t.path.clone());
+                    self.learn_node(&dir, &path);
+                }
+                let Some(t) = self.files.get(&key) else { return r.bytes };
                 if r.at_eof && t.gone {
                     self.close(key);
                 }
@@ -305,13 +337,10 @@ impl Source {
 
     /// A vanished file read to its end: emit what it held and stop following it.
     fn close(&mut self, key: FileKey) {
+        let wait_node = self.waits_for_node(key);
         let Some(mut t) = self.files.remove(&key) else { return };
-        let ident = file_identity(&mut t);
-        let (batch, hold, meta, now) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
-        let mut held_file = hold.holds_file(&key);
-        t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| {
-            route(r, batch, hold, &mut held_file, key, &meta, &ident, now)
-        });
+        let mut router = Router::new(&mut self.batch, &mut self.hold, &mut t, wait_node, self.cfg.source.actor_hold);
+        t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
         self.closed.push(position(&t, &self.hold));
     }
 
@@ -322,14 +351,11 @@ impl Source {
         let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
         let keys: Vec<FileKey> = self.files.keys().copied().collect();
         for key in keys {
+            let wait_node = self.waits_for_node(key);
             let Some(t) = self.files.get_mut(&key) else { continue };
-            let ident = file_identity(t);
-            let (batch, hold, meta, ts) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
             let before = t.parser.unemitted_offset();
-            let mut held_file = hold.holds_file(&key);
-            t.flush_if_idle(now, idle, partial, &mut self.corr, &self.cfg.source.parse, &mut |r| {
-                route(r, batch, hold, &mut held_file, key, &meta, &ident, ts)
-            });
+            let mut router = Router::new(&mut self.batch, &mut self.hold, t, wait_node, self.cfg.source.actor_hold);
+            t.flush_if_idle(now, idle, partial, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
             if t.parser.unemitted_offset() != before {
                 self.dirty.insert(key);
             }
@@ -344,11 +370,11 @@ impl Source {
         }
         let ts = now_ns();
         let idents: HashMap<FileKey, String> = self.files.iter_mut().map(|(k, t)| (*k, file_identity(t))).collect();
-        let batch = &mut self.batch;
-        let dirty = &mut self.dirty;
-        self.hold.release(&self.corr, self.cfg.source.actor_hold, force, &mut |r, key| {
+        let (batch, dirty, nodes) = (&mut self.batch, &mut self.dirty, &self.nodes);
+        let node_of = |dir: &str| nodes.get(dir).copied().flatten();
+        self.hold.release(&self.corr, &node_of, force, &mut |r, key| {
             let ident = idents.get(&key).cloned().unwrap_or_else(|| key.label());
-            batch.push(r, ts, doc_id(&ident, r.offset));
+            batch.push(r, ts, doc_id(&ident, r.offset, r.message));
             dirty.insert(key);
         });
     }
@@ -364,12 +390,8 @@ impl Source {
         let keys: Vec<FileKey> = self.files.keys().copied().collect();
         for key in keys {
             let Some(t) = self.files.get_mut(&key) else { continue };
-            let ident = file_identity(t);
-            let (batch, hold, meta, ts) = (&mut self.batch, &mut self.hold, t.meta.clone(), now_ns());
-            let mut held_file = hold.holds_file(&key);
-            t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| {
-                route(r, batch, hold, &mut held_file, key, &meta, &ident, ts)
-            });
+            let mut router = Router::new(&mut self.batch, &mut self.hold, t, None, self.cfg.source.actor_hold);
+            t.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
             self.dirty.insert(key);
         }
         self.release_held(true);
@@ -400,39 +422,6 @@ impl Source {
             self.shutdown.store(true, Relaxed);
         }
     }
-}
-
-/// Routes a parsed record: held while its actor worker's actor is unknown, or while
-/// earlier records of its file are held (so a file's records keep their order);
-/// otherwise into the batch.
-#[allow(clippy::too_many_arguments)]
-fn route(
-    r: &Record<'_>,
-    batch: &mut Batch,
-    hold: &mut Hold,
-    held_file: &mut bool,
-    key: FileKey,
-    meta: &Arc<raylog_parsers::FileMeta>,
-    ident: &str,
-    now: i64,
-) {
-    if *held_file || Hold::awaits_actor(r) {
-        hold.push(r, key, meta.clone());
-        *held_file = true;
-    } else {
-        batch.push(r, now, doc_id(ident, r.offset));
-    }
-}
-
-/// Nanoseconds since the epoch, now.
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// The identity a file's document ids derive from: its inode and fingerprint hash,
-/// so a recycled inode gives different ids.
-fn file_identity(t: &mut Tailed) -> String {
-    format!("{}:{:x}", t.key.label(), t.first_line_hash())
 }
 
 /// The checkpoint of a file right now.

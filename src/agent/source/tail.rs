@@ -99,15 +99,15 @@ impl Tailed {
     /// if its inode is later reused). Taken once the first line is complete.
     pub fn first_line_hash(&mut self) -> u64 {
         if !self.ident_final {
-            if let Ok(mut f) = File::open(&self.path) {
-                let mut head = [0u8; 256];
-                let n = f.read(&mut head).unwrap_or(0);
-                let line_end = memchr::memchr(b'\n', &head[..n]);
-                self.ident_final = line_end.is_some() || n == head.len();
-                let head = &head[..line_end.unwrap_or(n)];
-                self.ident =
-                    head.iter().fold(0xcbf29ce484222325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100000001b3));
-            }
+            // From the open descriptor, not the path: after a rename rotation the
+            // path names the next file, and the ids of this one must not change.
+            use std::os::unix::fs::FileExt;
+            let mut head = [0u8; 256];
+            let n = self.file.read_at(&mut head, 0).unwrap_or(0);
+            let line_end = memchr::memchr(b'\n', &head[..n]);
+            self.ident_final = line_end.is_some() || n == head.len();
+            let head = &head[..line_end.unwrap_or(n)];
+            self.ident = head.iter().fold(0xcbf29ce484222325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100000001b3));
         }
         self.ident
     }
@@ -147,6 +147,7 @@ impl Tailed {
             self.parser.resume_at(0, raylog_parsers::parser::FileContext { last_timestamp: None, ..ctx });
             self.file.seek(SeekFrom::Start(0))?;
             self.fingerprint = Fingerprint::default();
+            self.ident_final = false;
             res.truncated = true;
         }
         while res.bytes < budget {

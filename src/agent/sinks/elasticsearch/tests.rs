@@ -64,8 +64,8 @@ fn batch_of(files: &[(String, String)]) -> Batch {
     for (name, text) in files {
         let mut p = FileParser::new(classify(name, Some(SESSION)), None, None);
         let identity = format!("2049:{name}");
-        p.push(text.as_bytes(), &mut corr, &opts, &mut |r| b.push(r, now_ns(), doc_id(&identity, r.offset)));
-        p.finish(&mut corr, &opts, &mut |r| b.push(r, now_ns(), doc_id(&identity, r.offset)));
+        p.push(text.as_bytes(), &mut corr, &opts, &mut |r| b.push(r, now_ns(), doc_id(&identity, r.offset, r.message)));
+        p.finish(&mut corr, &opts, &mut |r| b.push(r, now_ns(), doc_id(&identity, r.offset, r.message)));
     }
     b
 }

@@ -37,8 +37,8 @@ const GCS_ERROR: &str = "[2026-11-30 09:31:45,101 E 6998 6998] (gcs_server) gcs_
 fn parse_into(batch: &mut Batch, corr: &mut Correlator, rel_path: &str, text: &str) {
     let mut p = FileParser::new(classify(rel_path, Some(SESSION)), Id::parse(NODE_ID.as_bytes()), None);
     let opts = Options::default();
-    p.push(text.as_bytes(), corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel_path, r.offset)));
-    p.finish(corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel_path, r.offset)));
+    p.push(text.as_bytes(), corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel_path, r.offset, r.message)));
+    p.finish(corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel_path, r.offset, r.message)));
 }
 
 /// Seven records: raylet (a WARNING, then two INFO lines in reverse time order), two

@@ -1,0 +1,76 @@
+//! Route: where a parsed record goes. Into the batch, with its document id; or into
+//! the [`Hold`] while something it must carry is not known yet: the actor of an actor
+//! worker's output, or the node id of a session whose raylet has not announced it
+//! (GCS and dashboard write before raylet starts). Once one record of a file is
+//! held, the file's later records are held behind it, so a file keeps its order.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raylog_parsers::{FileMeta, Record};
+
+use super::hold::{Hold, Wait};
+use super::tail::Tailed;
+use crate::agent::batch::{doc_id, Batch};
+use crate::agent::checkpoint::FileKey;
+
+/// Routes the records of one file during one read.
+pub struct Router<'a> {
+    batch: &'a mut Batch,
+    hold: &'a mut Hold,
+    held_file: bool,
+    key: FileKey,
+    meta: Arc<FileMeta>,
+    dir: String,
+    ident: String,
+    now: i64,
+    /// Records without a node id wait for it until then (a new session, briefly).
+    wait_node: Option<Instant>,
+    actor_hold: Duration,
+}
+
+impl<'a> Router<'a> {
+    /// `wait_node`: until when records without a node id wait for it.
+    pub fn new(
+        batch: &'a mut Batch,
+        hold: &'a mut Hold,
+        t: &mut Tailed,
+        wait_node: Option<Instant>,
+        actor_hold: Duration,
+    ) -> Router<'a> {
+        Router {
+            held_file: hold.holds_file(&t.key),
+            ident: file_identity(t),
+            key: t.key,
+            meta: t.meta.clone(),
+            dir: t.dir.clone(),
+            now: now_ns(),
+            wait_node,
+            actor_hold,
+            batch,
+            hold,
+        }
+    }
+
+    pub fn route(&mut self, r: &Record<'_>) {
+        let node_until = self.wait_node.filter(|_| r.ids.node_id.is_none());
+        if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
+            let wait = Wait { until: Instant::now() + self.actor_hold, node_until };
+            self.hold.push(r, self.key, self.meta.clone(), &self.dir, wait);
+            self.held_file = true;
+        } else {
+            self.batch.push(r, self.now, doc_id(&self.ident, r.offset, r.message));
+        }
+    }
+}
+
+/// Nanoseconds since the epoch, now.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The identity a file's document ids derive from: its inode and first-line hash,
+/// so a recycled inode gives different ids.
+pub fn file_identity(t: &mut Tailed) -> String {
+    format!("{}:{:x}", t.key.label(), t.first_line_hash())
+}

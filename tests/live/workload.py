@@ -1,0 +1,230 @@
+"""The live Ray workload behind `cargo test --release live` (tests/it/live.rs).
+
+    python workload.py run TEMP_DIR MANIFEST     # the whole scenario (the test calls this)
+    python workload.py driver ENCODING JOB MANIFEST  # one job (run by `run`)
+    python workload.py failing                   # a Jobs API entrypoint that dies of a task error
+
+`run` starts a real local Ray cluster with its temp dir at TEMP_DIR and small rotation
+limits, runs a JSON-logging job, a TEXT-logging job and a Jobs API submission whose
+task raises, stops Ray, then starts it again (a second session appears under the same
+temp root while the agent watches) and runs one more job before stopping for good.
+
+Every line the workload itself writes carries a unique token `LIVE-<job>-<n>` and the
+wall-clock time it was written (`at <ns>`), so the test can tell lost lines from
+duplicates and measure delivery latency. MANIFEST gets one JSON object per token:
+what wrote it (`kind`), and the ids the record must carry (`actor_id`, `job_id`, ...)
+as Ray itself reports them through the runtime context, not as raylog derives them.
+Nothing here uses `k=v` in printed text: TEXT structured logging appends its own pairs.
+"""
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.abspath(__file__)
+BIN = os.path.dirname(sys.executable)
+# Enough output to rotate worker, core-worker, raylet and GCS files several times.
+ROTATION_BYTES = 40_000
+PRINTS_PER_TASK = 60
+CHATTY_LINES = 1500
+
+
+def ray_env():
+    env = dict(os.environ)
+    env.update(
+        RAY_AUTH_MODE="disabled",
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_ROTATION_MAX_BYTES=str(ROTATION_BYTES),
+        # Keep every rotated file: the test compares what arrived with what is on disk.
+        RAY_ROTATION_BACKUP_COUNT="1000",
+        PATH=BIN + os.pathsep + env.get("PATH", ""),
+    )
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sh(args, check=True, **kw):
+    print("+", " ".join(args), flush=True)
+    return subprocess.run(args, env=ray_env(), check=check, **kw)
+
+
+def start_ray(temp_dir, dashboard_port=None):
+    args = [os.path.join(BIN, "ray"), "start", "--head", "--num-cpus=2", "--disable-usage-stats",
+            f"--temp-dir={temp_dir}", f"--port={free_port()}", "--node-ip-address=127.0.0.1"]
+    if dashboard_port:
+        args += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}"]
+    else:
+        args += ["--include-dashboard=false"]
+    sh(args)
+
+
+def stop_ray():
+    sh([os.path.join(BIN, "ray"), "stop", "--force"], check=False)
+
+
+def run(temp_dir, manifest):
+    open(manifest, "w").close()
+    dashboard = free_port()
+    start_ray(temp_dir, dashboard)
+    try:
+        sh([sys.executable, HERE, "driver", "JSON", "json", manifest])
+        sh([sys.executable, HERE, "driver", "TEXT", "text", manifest])
+        failed = sh([os.path.join(BIN, "ray"), "job", "submit", f"--address=http://127.0.0.1:{dashboard}",
+                     "--submission-id=raysubmit_live_fail", "--", sys.executable, HERE, "failing"], check=False)
+        assert failed.returncode != 0, "the failing job succeeded"
+        with open(manifest, "a") as m:
+            m.write(json.dumps({"tok": "LIVE-fail-0", "kind": "task-error"}) + "\n")
+        time.sleep(2)  # let log_monitor and the C++ writers flush before stopping
+    finally:
+        stop_ray()
+    time.sleep(1)
+    start_ray(temp_dir)  # a new session_* dir under the same temp root
+    try:
+        sh([sys.executable, HERE, "driver", "TEXT", "second", manifest])
+        time.sleep(2)
+    finally:
+        stop_ray()
+
+
+# ---- inside a job -------------------------------------------------------------------
+
+def line(tok, what):
+    return f"raylog-live {tok} {what} at {time.time_ns()}"
+
+
+def context_ids():
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "job_id": ctx.get_job_id(),
+        "worker_id": ctx.get_worker_id(),
+        "node_id": ctx.get_node_id(),
+        "task_id": ctx.get_task_id(),
+        "actor_id": ctx.get_actor_id(),
+    }
+
+
+def define_remotes(ray):
+    log = logging.getLogger("live")
+
+    @ray.remote
+    def chatty(prefix, n, lines):
+        """Prints and logs; returns what the manifest needs."""
+        out = []
+        for i in range(n):
+            tok = f"{prefix}-{i}"
+            print(line(tok, "task print"), flush=True)
+            out.append({"tok": tok, "kind": "task-print", **context_ids()})
+        tok = f"{prefix}-{n}"
+        log.warning(line(tok, "task structured log"))
+        out.append({"tok": tok, "kind": "struct-log", **context_ids()})
+        for i in range(lines):  # bulk output to force rotation; not in the manifest
+            print(f"raylog-live filler {prefix} {i:05d} " + "x" * 60)
+        return out
+
+    @ray.remote
+    def logs_exception(tok):
+        try:
+            {}["missing"]
+        except KeyError:
+            log.exception(line(tok, "logger.exception in a task"))
+        return {"tok": tok, "kind": "struct-exception", **context_ids()}
+
+    @ray.remote(max_restarts=1, max_task_retries=0)
+    class Phoenix:
+        def __init__(self, tok):
+            print(line(tok, "actor init print"), flush=True)
+            self.ids = context_ids()
+
+        def hello(self, tok):
+            print(line(tok, "actor method print"), flush=True)
+            log.info(line(tok + "L", "actor structured log"))
+            return [{"tok": tok, "kind": "actor-print", **context_ids()},
+                    {"tok": tok + "L", "kind": "struct-log", **context_ids()}]
+
+        def die(self, tok):
+            print(line(tok, "actor print before os._exit"), flush=True)
+            os._exit(1)
+
+    return chatty, logs_exception, Phoenix
+
+
+def driver(encoding, job, manifest):
+    import ray
+
+    ray.init(address="auto", logging_config=ray.LoggingConfig(encoding=encoding, log_level="INFO"))
+    chatty, logs_exception, Phoenix = define_remotes(ray)
+    rows = []
+    for part in ray.get([chatty.remote(f"LIVE-{job}-t{k}", PRINTS_PER_TASK, CHATTY_LINES) for k in range(3)]):
+        rows += part
+    rows.append(ray.get(logs_exception.remote(f"LIVE-{job}-exc")))
+    rows += actor_story(ray, Phoenix, job)
+    with open(manifest, "a") as m:
+        for r in rows:
+            m.write(json.dumps(r) + "\n")
+    time.sleep(1)
+    ray.shutdown()
+
+
+def actor_story(ray, Phoenix, job):
+    """An actor printing in __init__ and methods, killed with os._exit, restarted."""
+    p = Phoenix.remote(f"LIVE-{job}-init")
+    actor_id = p._actor_id.hex()
+    rows = ray.get(p.hello.remote(f"LIVE-{job}-a0"))
+    rows.append({"tok": f"LIVE-{job}-init", "kind": "actor-print", "actor_id": actor_id})
+    try:
+        ray.get(p.die.remote(f"LIVE-{job}-die"))
+    except Exception as e:  # the actor died; it will be restarted in a new worker
+        print("phoenix died:", type(e).__name__)
+    # os._exit can beat Ray's stdout redirection to the file: this print may never
+    # reach the disk (the test then checks only that nothing on disk was lost).
+    rows.append({"tok": f"LIVE-{job}-die", "kind": "actor-print-lossy", "actor_id": actor_id})
+    # __init__ runs again in the new worker with the same token; both prints count.
+    rows.append({"tok": f"LIVE-{job}-init", "kind": "actor-print", "actor_id": actor_id})
+    for attempt in range(120):
+        try:
+            rows += ray.get(p.hello.remote(f"LIVE-{job}-b{attempt}"), timeout=10)
+            break
+        except Exception as e:  # ActorUnavailableError while restarting
+            print("phoenix not back yet:", type(e).__name__)
+            time.sleep(0.5)
+    else:
+        raise SystemExit("the actor did not come back")
+    first, second = rows[0]["worker_id"], rows[-1]["worker_id"]
+    assert first != second, "the actor restarted in the same worker"
+    for r in rows:
+        assert r["actor_id"] == actor_id, r
+    return rows
+
+
+def failing():
+    import ray
+
+    ray.init(address="auto")
+
+    @ray.remote(max_retries=0)
+    def explode():
+        raise ValueError(line("LIVE-fail-0", "task raised"))
+
+    ray.get(explode.remote())
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "run":
+        run(sys.argv[2], sys.argv[3])
+    elif cmd == "driver":
+        driver(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "failing":
+        failing()
+    else:
+        sys.exit(f"unknown command {cmd!r}; see the module docstring")
