@@ -88,7 +88,7 @@ pub struct Civil {
 
 impl Civil {
     fn as_utc(&self) -> Timestamp {
-        let days = days_from_civil(self.year, self.month, self.day);
+        let days = cached_days(self.year, self.month, self.day);
         let secs = days * 86_400 + (self.hour * 3600 + self.minute * 60 + self.second) as i64;
         Timestamp(secs * 1_000_000_000 + self.nanos as i64)
     }
@@ -142,6 +142,23 @@ pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
     Some((c, used))
 }
 
+/// [`days_from_civil`], cached per thread: consecutive records share their date.
+#[inline]
+fn cached_days(y: i32, m: u32, d: u32) -> i64 {
+    thread_local! {
+        static LAST: std::cell::Cell<(i32, u32, u32, i64)> = const { std::cell::Cell::new((i32::MIN, 0, 0, 0)) };
+    }
+    LAST.with(|c| {
+        let (ly, lm, ld, days) = c.get();
+        if (ly, lm, ld) == (y, m, d) {
+            return days;
+        }
+        let days = days_from_civil(y, m, d);
+        c.set((y, m, d, days));
+        days
+    })
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y } as i64;
@@ -173,26 +190,26 @@ impl Timestamp {
 
     /// Writes RFC 3339 UTC into `out`: milliseconds when the sub-millisecond part
     /// is zero, else micro- or nanoseconds, so no precision is thrown away.
+    #[inline]
     pub fn write_rfc3339(&self, out: &mut Vec<u8>) {
         let secs = self.0.div_euclid(1_000_000_000);
         let nanos = self.0.rem_euclid(1_000_000_000) as u32;
-        let day = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400) as u32;
         let mut buf = *b"0000-00-00T00:00:00.000000000Z";
-        buf[..10].copy_from_slice(&date_of_day(day));
-        put(&mut buf[11..13], sod / 3600);
-        put(&mut buf[14..16], sod / 60 % 60);
-        put(&mut buf[17..19], sod % 60);
-        put(&mut buf[20..29], nanos);
+        buf[..19].copy_from_slice(&second_prefix(secs));
         let frac = if nanos % 1_000_000 == 0 {
+            put(&mut buf[20..23], nanos / 1_000_000);
             3
         } else if nanos % 1000 == 0 {
+            put(&mut buf[20..26], nanos / 1000);
             6
         } else {
+            put(&mut buf[20..29], nanos);
             9
         };
-        out.extend_from_slice(&buf[..20 + frac]);
-        out.push(b'Z');
+        buf[20 + frac] = b'Z';
+        // A fixed-size copy then a truncate is cheaper than a variable-length copy.
+        out.extend_from_slice(&buf);
+        out.truncate(out.len() - (9 - frac));
     }
 
     /// RFC 3339 UTC as a `String` (for display and tests).
@@ -221,6 +238,29 @@ impl Timestamp {
     }
 }
 
+/// `YYYY-MM-DDTHH:MM:SS` of a second since the epoch, cached per thread: records
+/// of a file come many to a second, and formatting the digits is the costly part.
+#[inline]
+fn second_prefix(secs: i64) -> [u8; 19] {
+    thread_local! {
+        static LAST: std::cell::Cell<(i64, [u8; 19])> = const { std::cell::Cell::new((i64::MIN, [0; 19])) };
+    }
+    LAST.with(|c| {
+        let (s, p) = c.get();
+        if s == secs {
+            return p;
+        }
+        let mut p = *b"0000-00-00T00:00:00";
+        p[..10].copy_from_slice(&date_of_day(secs.div_euclid(86_400)));
+        let sod = secs.rem_euclid(86_400) as u32;
+        put(&mut p[11..13], sod / 3600);
+        put(&mut p[14..16], sod / 60 % 60);
+        put(&mut p[17..19], sod % 60);
+        c.set((secs, p));
+        p
+    })
+}
+
 /// `YYYY-MM-DD` of a day number, cached per thread: consecutive records are almost
 /// always on the same day, and the calendar arithmetic is the costly part.
 fn date_of_day(day: i64) -> [u8; 10] {
@@ -242,6 +282,7 @@ fn date_of_day(day: i64) -> [u8; 10] {
     })
 }
 
+#[inline]
 fn put(dst: &mut [u8], mut v: u32) {
     for slot in dst.iter_mut().rev() {
         *slot = b'0' + (v % 10) as u8;
