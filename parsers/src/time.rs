@@ -107,24 +107,33 @@ fn digits(b: &[u8]) -> Option<u32> {
     Some(v)
 }
 
+/// The two decimal digits at `h[i..i + 2]`: like [`digits`], but on a fixed-size
+/// header, so without a loop or bounds checks (it runs for every record).
+#[inline]
+fn two_digits(h: &[u8; 19], i: usize) -> Option<u32> {
+    let (hi, lo) = (h[i].wrapping_sub(b'0'), h[i + 1].wrapping_sub(b'0'));
+    (hi <= 9 && lo <= 9).then_some(hi as u32 * 10 + lo as u32)
+}
+
 /// Parses `YYYY-MM-DD HH:MM:SS` optionally followed by `,fff` or `.ffffff`
 /// (any 1–9 fraction digits) at the start of `b`. Returns the time and the number
 /// of bytes consumed.
 #[inline]
 pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+    let h = b.first_chunk::<19>()?;
+    if h[4] != b'-' || h[7] != b'-' || h[13] != b':' || h[16] != b':' {
         return None;
     }
-    if b[10] != b' ' && b[10] != b'T' {
+    if h[10] != b' ' && h[10] != b'T' {
         return None;
     }
     let c = Civil {
-        year: digits(&b[0..4])? as i32,
-        month: digits(&b[5..7])?,
-        day: digits(&b[8..10])?,
-        hour: digits(&b[11..13])?,
-        minute: digits(&b[14..16])?,
-        second: digits(&b[17..19])?,
+        year: (two_digits(h, 0)? * 100 + two_digits(h, 2)?) as i32,
+        month: two_digits(h, 5)?,
+        day: two_digits(h, 8)?,
+        hour: two_digits(h, 11)?,
+        minute: two_digits(h, 14)?,
+        second: two_digits(h, 17)?,
         nanos: 0,
     };
     if !(1..=12).contains(&c.month) || !(1..=31).contains(&c.day) || c.hour > 23 || c.minute > 59 || c.second > 60 {
@@ -327,6 +336,10 @@ mod tests {
         assert!(parse_civil(b"2026-13-30 09:05:33,150").is_none());
         assert!(parse_civil(b"hello world, this is not a date").is_none());
         assert!(parse_civil(b"2026-11-30").is_none());
+        for bad in [&b"20x6-11-30 09:05:33"[..], b"2026-1/-30 09:05:33", b"2026-11-30 09:0:-33", b"2026-11-30 09:05:3 "]
+        {
+            assert!(parse_civil(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]
