@@ -65,8 +65,21 @@ impl ScanReport {
 }
 
 /// Feeds `reader` to `f` in chunks that end on a line boundary (the last chunk may not).
-pub(crate) fn for_each_line_chunk(mut reader: impl Read, mut f: impl FnMut(&[u8])) -> io::Result<()> {
-    let mut buf = vec![0u8; CHUNK];
+pub(crate) fn for_each_line_chunk(reader: impl Read, f: impl FnMut(&[u8])) -> io::Result<()> {
+    thread_local! {
+        /// The read buffer, kept between files: allocating and zeroing a fresh one
+        /// per file costs more than parsing a small file.
+        static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    // Taken, not borrowed, so a nested call just gets a buffer of its own.
+    let mut buf = BUF.take();
+    buf.resize(CHUNK, 0);
+    let result = line_chunks(reader, &mut buf, f);
+    BUF.set(buf);
+    result
+}
+
+fn line_chunks(mut reader: impl Read, buf: &mut [u8], mut f: impl FnMut(&[u8])) -> io::Result<()> {
     let mut filled = 0;
     loop {
         if filled == buf.len() {

@@ -76,13 +76,14 @@ pub fn trailing_pairs<'a>(msg: &'a str, mut f: impl FnMut(&'a str, &'a str)) -> 
     let mut start_of_pairs = msg.len();
     loop {
         let tok_start = memchr::memrchr(b' ', &b[..end]).map_or(0, |p| p + 1);
-        let tok = &msg[tok_start..end];
-        let Some(eq) = tok.find('=') else { break };
-        let key = &tok[..eq];
-        if key.is_empty() || !key.bytes().all(|c| c.is_ascii_lowercase() || c == b'_' || c.is_ascii_digit()) {
+        // The key runs up to the token's first `=`: measuring it forward stops at the
+        // first byte that is not a key byte, without searching the value for `=`.
+        let key_len = b[tok_start..end].iter().position(|&c| !KEY_BYTE[c as usize]).unwrap_or(end - tok_start);
+        let eq = tok_start + key_len;
+        if key_len == 0 || eq == end || b[eq] != b'=' {
             break;
         }
-        f(key, &tok[eq + 1..]);
+        f(&msg[tok_start..eq], &msg[eq + 1..end]);
         start_of_pairs = tok_start;
         if tok_start == 0 {
             break;
@@ -96,6 +97,17 @@ pub fn trailing_pairs<'a>(msg: &'a str, mut f: impl FnMut(&'a str, &'a str)) -> 
     }
     start_of_pairs
 }
+
+/// Bytes of a pair's key: `[a-z0-9_]`.
+static KEY_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = matches!(i as u8, b'a'..=b'z' | b'0'..=b'9' | b'_');
+        i += 1;
+    }
+    t
+};
 
 static HEX: [bool; 256] = {
     let mut t = [false; 256];
@@ -140,6 +152,9 @@ fn kind_before(b: &[u8], pos: usize) -> Option<IdKind> {
 /// Loads 8 bytes at `i` (zero-padded past the end).
 #[inline]
 fn word_at(b: &[u8], i: usize) -> u64 {
+    if let Some(w) = b.get(i..i + 8) {
+        return u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+    }
     let mut w = [0u8; 8];
     let n = b.len().saturating_sub(i).min(8);
     w[..n].copy_from_slice(&b[i..i + n]);

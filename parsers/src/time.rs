@@ -88,7 +88,7 @@ pub struct Civil {
 
 impl Civil {
     fn as_utc(&self) -> Timestamp {
-        let days = days_from_civil(self.year, self.month, self.day);
+        let days = cached_days(self.year, self.month, self.day);
         let secs = days * 86_400 + (self.hour * 3600 + self.minute * 60 + self.second) as i64;
         Timestamp(secs * 1_000_000_000 + self.nanos as i64)
     }
@@ -107,24 +107,33 @@ fn digits(b: &[u8]) -> Option<u32> {
     Some(v)
 }
 
+/// The two decimal digits at `h[i..i + 2]`: like [`digits`], but on a fixed-size
+/// header, so without a loop or bounds checks (it runs for every record).
+#[inline]
+fn two_digits(h: &[u8; 19], i: usize) -> Option<u32> {
+    let (hi, lo) = (h[i].wrapping_sub(b'0'), h[i + 1].wrapping_sub(b'0'));
+    (hi <= 9 && lo <= 9).then_some(hi as u32 * 10 + lo as u32)
+}
+
 /// Parses `YYYY-MM-DD HH:MM:SS` optionally followed by `,fff` or `.ffffff`
 /// (any 1–9 fraction digits) at the start of `b`. Returns the time and the number
 /// of bytes consumed.
 #[inline]
 pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+    let h = b.first_chunk::<19>()?;
+    if h[4] != b'-' || h[7] != b'-' || h[13] != b':' || h[16] != b':' {
         return None;
     }
-    if b[10] != b' ' && b[10] != b'T' {
+    if h[10] != b' ' && h[10] != b'T' {
         return None;
     }
     let c = Civil {
-        year: digits(&b[0..4])? as i32,
-        month: digits(&b[5..7])?,
-        day: digits(&b[8..10])?,
-        hour: digits(&b[11..13])?,
-        minute: digits(&b[14..16])?,
-        second: digits(&b[17..19])?,
+        year: (two_digits(h, 0)? * 100 + two_digits(h, 2)?) as i32,
+        month: two_digits(h, 5)?,
+        day: two_digits(h, 8)?,
+        hour: two_digits(h, 11)?,
+        minute: two_digits(h, 14)?,
+        second: two_digits(h, 17)?,
         nanos: 0,
     };
     if !(1..=12).contains(&c.month) || !(1..=31).contains(&c.day) || c.hour > 23 || c.minute > 59 || c.second > 60 {
@@ -140,6 +149,23 @@ pub fn parse_civil(b: &[u8]) -> Option<(Civil, usize)> {
         used = 20 + n;
     }
     Some((c, used))
+}
+
+/// [`days_from_civil`], cached per thread: consecutive records share their date.
+#[inline]
+fn cached_days(y: i32, m: u32, d: u32) -> i64 {
+    thread_local! {
+        static LAST: std::cell::Cell<(i32, u32, u32, i64)> = const { std::cell::Cell::new((i32::MIN, 0, 0, 0)) };
+    }
+    LAST.with(|c| {
+        let (ly, lm, ld, days) = c.get();
+        if (ly, lm, ld) == (y, m, d) {
+            return days;
+        }
+        let days = days_from_civil(y, m, d);
+        c.set((y, m, d, days));
+        days
+    })
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -173,26 +199,26 @@ impl Timestamp {
 
     /// Writes RFC 3339 UTC into `out`: milliseconds when the sub-millisecond part
     /// is zero, else micro- or nanoseconds, so no precision is thrown away.
+    #[inline]
     pub fn write_rfc3339(&self, out: &mut Vec<u8>) {
         let secs = self.0.div_euclid(1_000_000_000);
         let nanos = self.0.rem_euclid(1_000_000_000) as u32;
-        let day = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400) as u32;
         let mut buf = *b"0000-00-00T00:00:00.000000000Z";
-        buf[..10].copy_from_slice(&date_of_day(day));
-        put(&mut buf[11..13], sod / 3600);
-        put(&mut buf[14..16], sod / 60 % 60);
-        put(&mut buf[17..19], sod % 60);
-        put(&mut buf[20..29], nanos);
+        buf[..19].copy_from_slice(&second_prefix(secs));
         let frac = if nanos % 1_000_000 == 0 {
+            put(&mut buf[20..23], nanos / 1_000_000);
             3
         } else if nanos % 1000 == 0 {
+            put(&mut buf[20..26], nanos / 1000);
             6
         } else {
+            put(&mut buf[20..29], nanos);
             9
         };
-        out.extend_from_slice(&buf[..20 + frac]);
-        out.push(b'Z');
+        buf[20 + frac] = b'Z';
+        // A fixed-size copy then a truncate is cheaper than a variable-length copy.
+        out.extend_from_slice(&buf);
+        out.truncate(out.len() - (9 - frac));
     }
 
     /// RFC 3339 UTC as a `String` (for display and tests).
@@ -221,6 +247,29 @@ impl Timestamp {
     }
 }
 
+/// `YYYY-MM-DDTHH:MM:SS` of a second since the epoch, cached per thread: records
+/// of a file come many to a second, and formatting the digits is the costly part.
+#[inline]
+fn second_prefix(secs: i64) -> [u8; 19] {
+    thread_local! {
+        static LAST: std::cell::Cell<(i64, [u8; 19])> = const { std::cell::Cell::new((i64::MIN, [0; 19])) };
+    }
+    LAST.with(|c| {
+        let (s, p) = c.get();
+        if s == secs {
+            return p;
+        }
+        let mut p = *b"0000-00-00T00:00:00";
+        p[..10].copy_from_slice(&date_of_day(secs.div_euclid(86_400)));
+        let sod = secs.rem_euclid(86_400) as u32;
+        put(&mut p[11..13], sod / 3600);
+        put(&mut p[14..16], sod / 60 % 60);
+        put(&mut p[17..19], sod % 60);
+        c.set((secs, p));
+        p
+    })
+}
+
 /// `YYYY-MM-DD` of a day number, cached per thread: consecutive records are almost
 /// always on the same day, and the calendar arithmetic is the costly part.
 fn date_of_day(day: i64) -> [u8; 10] {
@@ -242,6 +291,7 @@ fn date_of_day(day: i64) -> [u8; 10] {
     })
 }
 
+#[inline]
 fn put(dst: &mut [u8], mut v: u32) {
     for slot in dst.iter_mut().rev() {
         *slot = b'0' + (v % 10) as u8;
@@ -286,6 +336,10 @@ mod tests {
         assert!(parse_civil(b"2026-13-30 09:05:33,150").is_none());
         assert!(parse_civil(b"hello world, this is not a date").is_none());
         assert!(parse_civil(b"2026-11-30").is_none());
+        for bad in [&b"20x6-11-30 09:05:33"[..], b"2026-1/-30 09:05:33", b"2026-11-30 09:0:-33", b"2026-11-30 09:05:3 "]
+        {
+            assert!(parse_civil(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]

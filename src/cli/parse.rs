@@ -103,8 +103,10 @@ pub fn run(a: ParseArgs) -> Result<u8> {
             b.inc(n)
         }
     };
+    // Without filters every record passes: skip asking per record.
+    let all = filter.is_empty();
     let report = scan(&disc, &cfg, &mut progress, &mut |r| {
-        if filter.matches(r) {
+        if all || filter.matches(r) {
             out.write(r)
         }
     });

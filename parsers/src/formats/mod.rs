@@ -78,6 +78,17 @@ pub enum LineFormat {
     Plain,
 }
 
+/// Index of the first ` -- ` (the separator after a Python source location).
+///
+/// Searched for via its dashes with `memchr`: `memmem::find` would build a searcher
+/// per call, which costs more than the short search itself.
+#[inline]
+pub fn find_separator(b: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'-', b)
+        .find(|&p| p > 0 && b[p - 1] == b' ' && b.get(p + 1) == Some(&b'-') && b.get(p + 2) == Some(&b' '))
+        .map(|p| p - 1)
+}
+
 /// True when `b` starts with `YYYY-MM-DD HH:MM:SS`.
 #[inline]
 pub fn starts_with_date(b: &[u8]) -> bool {
@@ -149,5 +160,17 @@ pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &P
     if !ok {
         *d = Draft::default();
         plain::parse(text, cx, d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn separator_like_memmem() {
+        for s in
+            ["a.py:1 -- msg", " -- ", "x --- y -- z", "a -- b -- c", "--", " -", "a - - b", "a --b -- ", "", "- -- "]
+        {
+            assert_eq!(super::find_separator(s.as_bytes()), s.find(" -- "), "{s:?}");
+        }
     }
 }

@@ -58,7 +58,7 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     }
     let first_end = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |p| p + i);
     // `file.py:N -- ` before the message.
-    if let Some(sep) = memchr::memmem::find(&b[i..first_end], b" -- ") {
+    if let Some(sep) = super::find_separator(&b[i..first_end]) {
         let src = &text[i..i + sep];
         if !src.contains(' ') {
             d.fields.push("source", FieldValue::Str(src));

@@ -28,7 +28,7 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     };
     let head_start = sp + 1 + n;
     let first_end = memchr::memchr(b'\n', b).unwrap_or(b.len());
-    let Some(sep) = memchr::memmem::find(&b[head_start..first_end], b" -- ") else {
+    let Some(sep) = super::find_separator(&b[head_start..first_end]) else {
         return false;
     };
     let mut parts = text[head_start..head_start + sep].split_ascii_whitespace();
