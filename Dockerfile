@@ -9,7 +9,7 @@
 ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-slim-bookworm AS build
 WORKDIR /src
-# Only what the build reads: the manifests and the crates. sources. Fixtures and
+# Only what the build reads: the manifests and the crates' sources. Fixtures and
 # benches stay out of the context (.dockerignore); nothing but the binary and the
 # default config reaches the final image.
 COPY Cargo.toml Cargo.lock ./
