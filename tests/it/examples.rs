@@ -418,3 +418,71 @@ fn elasticsearch_and_kibana_name_only_record_fields() {
         }
     }
 }
+
+/// The files the examples point at exist: the compose file's bind mounts and build
+/// context, the Dockerfile's `COPY` sources (and `.dockerignore` does not hide them),
+/// the saved searches' data view, and the ILM policy the template names.
+#[test]
+fn examples_refer_to_files_and_objects_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let compose_dir = examples_dir().join("compose");
+    let compose = &documents(&compose_dir.join("docker-compose.yaml")).unwrap()[0];
+    let mut mounts = 0;
+    for (name, svc) in compose["services"].as_object().unwrap() {
+        for v in svc["volumes"].as_array().into_iter().flatten() {
+            let src = v.as_str().unwrap().split(':').next().unwrap();
+            if src.starts_with('.') {
+                assert!(compose_dir.join(src).exists(), "compose service {name} mounts {src}, which does not exist");
+                mounts += 1;
+            }
+        }
+        if let Some(ctx) = svc["build"]["context"].as_str() {
+            let df = svc["build"]["dockerfile"].as_str().unwrap_or("Dockerfile");
+            assert!(compose_dir.join(ctx).join(df).is_file(), "compose service {name} builds a missing {ctx}/{df}");
+        }
+    }
+    assert!(mounts >= 5, "too few bind mounts checked: {mounts}");
+
+    let ignored: Vec<String> = std::fs::read_to_string(root.join(".dockerignore"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.trim().trim_end_matches('/').to_string())
+        .collect();
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    for line in dockerfile.lines().filter(|l| l.starts_with("COPY ") && !l.contains("--from")) {
+        let words: Vec<&str> = line.split_whitespace().filter(|w| !w.starts_with("--")).collect();
+        for src in &words[1..words.len() - 1] {
+            assert!(root.join(src).exists(), "Dockerfile copies {src}, which does not exist");
+            assert!(
+                !ignored.iter().any(|i| src.starts_with(i.as_str())),
+                "Dockerfile copies {src}, which .dockerignore leaves out"
+            );
+        }
+    }
+
+    let es = examples_dir().join("elasticsearch");
+    let objects = documents(&es.join("kibana-saved-objects.ndjson")).unwrap();
+    let ids: BTreeSet<&str> = objects.iter().filter_map(|o| o["id"].as_str()).collect();
+    for o in objects.iter().filter(|o| o["type"] == "search") {
+        for r in o["references"].as_array().unwrap() {
+            assert!(
+                ids.contains(r["id"].as_str().unwrap()),
+                "saved search {} refers to a missing {}",
+                o["id"],
+                r["id"]
+            );
+        }
+        let source: Value =
+            serde_json::from_str(o["attributes"]["kibanaSavedObjectMeta"]["searchSourceJSON"].as_str().unwrap())
+                .unwrap();
+        assert_eq!(source["query"]["language"], "kuery", "saved search {}", o["id"]);
+    }
+    let template = &documents(&es.join("index-template.json")).unwrap()[0];
+    let policy = template["template"]["settings"]["index"]["lifecycle"]["name"].as_str().unwrap();
+    let compose_text = std::fs::read_to_string(compose_dir.join("docker-compose.yaml")).unwrap();
+    assert!(
+        compose_text.split_whitespace().any(|w| w == format!("http://elasticsearch:9200/_ilm/policy/{policy}")),
+        "the compose demo does not install the ILM policy {policy}"
+    );
+}
