@@ -1,7 +1,10 @@
 //! The one integration-test binary: golden files, reconciliation against the raw
-//! fixture files, the CLI's contract, and property tests on arbitrary bytes.
+//! fixture files, the CLI's contract, property tests on arbitrary bytes, and the
+//! deployment examples and configuration reference checked against the code.
 
 mod cli;
+mod config_reference;
+mod examples;
 mod golden;
 mod live;
 mod live_check;

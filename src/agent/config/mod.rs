@@ -365,7 +365,7 @@ fn validate_batch(b: &BatchRaw, p: &mut Problems) -> BatchConfig {
     let max_records = b.max_records.unwrap_or(10_000);
     let max_bytes = b.max_bytes.as_ref().map_or(2 << 20, |v| v.get("batch.max_bytes", p)) as usize;
     let max_buffer_bytes =
-        b.max_buffer_bytes.as_ref().map_or(32 << 20, |v| v.get("batch.max_buffer_bytes", p)) as usize;
+        b.max_buffer_bytes.as_ref().map_or(16 << 20, |v| v.get("batch.max_buffer_bytes", p)) as usize;
     if max_records == 0 {
         p.add("batch.max_records", "must be at least 1");
     }
@@ -428,12 +428,24 @@ pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
     out.push_str(&format!("partial_line_timeout = \"{}\"\n", d(s.partial_line_timeout)));
     out.push_str(&format!("actor_hold = \"{}\"\n", d(s.actor_hold)));
     out.push_str(&format!("max_line_bytes = {}\n", s.parse.max_line_bytes));
+    // Validated already; the zone keeps no spelling of its own.
+    out.push_str(&format!("timezone = {}\n", toml::Value::from(raw.source.timezone.as_deref().unwrap_or("UTC"))));
     out.push_str(&format!("watch = {}\n", s.watch));
     let globs: Vec<&str> = s.exclude.iter().map(|g| g.as_str()).collect();
     out.push_str(&format!("exclude = {globs:?}\n"));
     out.push_str(&format!("\n[node]\nname = {:?}\n", cfg.node.name));
     if let Some(c) = &cfg.node.cluster {
         out.push_str(&format!("cluster = {c:?}\n"));
+    }
+    // The labels as every record gets them: the table merged with the labels file.
+    if !cfg.node.labels.is_empty() {
+        let pairs: Vec<String> = cfg
+            .node
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{} = {}", toml::Value::from(k.as_str()), toml::Value::from(v.as_str())))
+            .collect();
+        out.push_str(&format!("labels = {{ {} }}\n", pairs.join(", ")));
     }
     let b = &cfg.batch;
     out.push_str(&format!(
@@ -535,6 +547,28 @@ mod tests {
         assert!(!eff.contains("s3cret"), "{eff}");
         let (_, again) = parse(&eff, "effective").unwrap_or_else(|e| panic!("{e}\n{eff}"));
         assert_eq!(again.sinks.len(), 2);
+    }
+
+    #[test]
+    fn pod_labels_file_gives_labels_and_cluster() {
+        // What the kubelet writes for a downwardAPI `metadata.labels` item.
+        let f = std::env::temp_dir().join(format!("raylog-labels-{}", std::process::id()));
+        std::fs::write(&f, "ray.io/cluster=\"rc-1\"\nray.io/node-type=\"head\"\nteam=\"from-file\"\n").unwrap();
+        let text = format!("[node]\nlabels = {{ team = \"ml\" }}\nlabels_file = {:?}\n", f.display().to_string());
+        let (raw, cfg) = parse(&text, "t.toml").unwrap();
+        std::fs::remove_file(&f).unwrap();
+        if std::env::var_os("RAY_CLUSTER_NAME").is_none() {
+            assert_eq!(cfg.node.cluster.as_deref(), Some("rc-1"));
+        }
+        assert_eq!(cfg.node.labels["ray.io/node-type"], "head");
+        assert_eq!(cfg.node.labels["team"], "ml", "the config's table wins over the file");
+        // check-config shows the merged labels, and its output reads back the same.
+        let eff = effective_toml(&raw, &cfg);
+        assert!(eff.contains(r#""ray.io/node-type" = "head""#), "{eff}");
+        let (_, again) = parse(&eff, "effective").unwrap_or_else(|e| panic!("{e}\n{eff}"));
+        assert_eq!(again.node.labels, cfg.node.labels);
+        let err = parse("[node]\nlabels_file = \"/nonexistent/labels\"\n", "t.toml").unwrap_err().to_string();
+        assert!(err.contains("node.labels_file"), "{err}");
     }
 
     #[test]
