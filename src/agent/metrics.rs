@@ -18,6 +18,7 @@ pub struct SinkMetrics {
     pub bytes_sent: AtomicU64,
     pub retries: AtomicU64,
     pub dead_letters: AtomicU64,
+    pub duplicates: AtomicU64,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -102,7 +103,7 @@ impl Metrics {
 
     fn render_sinks(&self, s: &mut String) {
         type Getter = fn(&SinkMetrics) -> u64;
-        let per_sink: [(&str, &str, Getter); 5] = [
+        let per_sink: [(&str, &str, Getter); 6] = [
             ("raylog_sink_records_sent_total", "Records acknowledged by the sink.", |m| m.records_sent.load(Relaxed)),
             ("raylog_sink_batches_sent_total", "Batches acknowledged by the sink.", |m| m.batches_sent.load(Relaxed)),
             ("raylog_sink_bytes_sent_total", "Request body bytes sent.", |m| m.bytes_sent.load(Relaxed)),
@@ -110,6 +111,11 @@ impl Metrics {
             ("raylog_sink_dead_letters_total", "Records rejected for good and written to the dead-letter file.", |m| {
                 m.dead_letters.load(Relaxed)
             }),
+            (
+                "raylog_sink_records_duplicate_total",
+                "Records the sink already had (Elasticsearch 409), included in records sent.",
+                |m| m.duplicates.load(Relaxed),
+            ),
         ];
         for (name, help, get) in per_sink {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");

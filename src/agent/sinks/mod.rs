@@ -38,6 +38,10 @@ pub struct Delivery {
     pub retry: Vec<u32>,
     /// Indexes rejected for good, with the reason.
     pub rejected: Vec<(u32, String)>,
+    /// Records the sink already had (Elasticsearch 409 on `create`): delivered by an
+    /// earlier attempt, e.g. one that timed out on our side or was replayed after a
+    /// restart. Counted as sent too.
+    pub duplicates: u64,
 }
 
 /// Classifies an HTTP answer: 429 and 5xx are transient, other 4xx permanent.
@@ -195,6 +199,7 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                 m.bytes_sent.fetch_add(bytes as u64, Relaxed);
                 let done = pending - d.retry.len() as u64 - d.rejected.len() as u64;
                 m.records_sent.fetch_add(done, Relaxed);
+                m.duplicates.fetch_add(d.duplicates, Relaxed);
                 if !d.rejected.is_empty() {
                     tracing::warn!(sink = %t.name, count = d.rejected.len(), first_reason = %d.rejected[0].1, path = %t.dead.path().display(), "records rejected for good; written to the dead-letter file");
                     m.dead_letters.fetch_add(d.rejected.len() as u64, Relaxed);

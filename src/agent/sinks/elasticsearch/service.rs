@@ -316,7 +316,7 @@ fn read_items(body: &[u8], part: &[u32]) -> Result<Delivery, String> {
         match r.status {
             200 | 201 => {}
             // `create` of an `_id` already indexed: this record was delivered before.
-            409 => {}
+            409 => d.duplicates += 1,
             // Overload, and credentials or privileges the operator must fix: never
             // dead-letter data for those.
             401 | 403 | 408 | 429 | 500..=599 => d.retry.push(entry),
