@@ -224,13 +224,28 @@ impl Batch {
 /// place (copy-truncate) puts new text at old offsets and must get new ids, or the
 /// new records would be dropped as duplicates of the old.
 pub fn doc_id(identity: &str, offset: u64, message: &str) -> u128 {
-    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    doc_id_from(doc_id_seed(identity), offset, message)
+}
+
+const FNV_PRIME: u128 = 0x0000000001000000000000000000013B;
+
+/// The hash state after a file's identity: computed once per file and read, so
+/// each record only hashes its own offset, length and message head.
+pub fn doc_id_seed(identity: &str) -> u128 {
+    fnv(0x6c62272e07bb014262b821756295c58d, identity.as_bytes().iter().chain(b"@"))
+}
+
+/// [`doc_id`] from a [`doc_id_seed`].
+pub fn doc_id_from(seed: u128, offset: u64, message: &str) -> u128 {
     let head = &message.as_bytes()[..message.len().min(32)];
-    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
-    let parts = [identity.as_bytes(), b"@", &offset.to_le_bytes(), &(message.len() as u64).to_le_bytes(), head];
-    for b in parts.iter().flat_map(|p| p.iter()) {
+    let (off, len) = (offset.to_le_bytes(), (message.len() as u64).to_le_bytes());
+    fnv(seed, off.iter().chain(&len).chain(head))
+}
+
+fn fnv<'a>(mut h: u128, bytes: impl Iterator<Item = &'a u8>) -> u128 {
+    for b in bytes {
         h ^= *b as u128;
-        h = h.wrapping_mul(PRIME);
+        h = h.wrapping_mul(FNV_PRIME);
     }
     h
 }

@@ -11,7 +11,7 @@ use raylog_parsers::{FileMeta, Record};
 
 use super::hold::{Hold, Wait};
 use super::tail::Tailed;
-use crate::agent::batch::{doc_id, Batch};
+use crate::agent::batch::{doc_id_from, doc_id_seed, Batch};
 use crate::agent::checkpoint::FileKey;
 
 /// Routes the records of one file during one read.
@@ -22,7 +22,8 @@ pub struct Router<'a> {
     key: FileKey,
     meta: Arc<FileMeta>,
     dir: String,
-    ident: String,
+    /// Document-id hash state after the file's identity.
+    seed: u128,
     now: i64,
     /// Records without a node id wait for it until then (a new session, briefly).
     wait_node: Option<Instant>,
@@ -40,7 +41,7 @@ impl<'a> Router<'a> {
     ) -> Router<'a> {
         Router {
             held_file: hold.holds_file(&t.key),
-            ident: file_identity(t),
+            seed: doc_id_seed(&file_identity(t)),
             key: t.key,
             meta: t.meta.clone(),
             dir: t.dir.clone(),
@@ -59,7 +60,7 @@ impl<'a> Router<'a> {
             self.hold.push(r, self.key, self.meta.clone(), &self.dir, wait);
             self.held_file = true;
         } else {
-            self.batch.push(r, self.now, doc_id(&self.ident, r.offset, r.message));
+            self.batch.push(r, self.now, doc_id_from(self.seed, r.offset, r.message));
         }
     }
 }
