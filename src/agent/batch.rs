@@ -235,11 +235,19 @@ pub fn doc_id_seed(identity: &str) -> u128 {
     fnv(0x6c62272e07bb014262b821756295c58d, identity.as_bytes().iter().chain(b"@"))
 }
 
-/// [`doc_id`] from a [`doc_id_seed`].
+/// [`doc_id`] from a [`doc_id_seed`]: FNV-1a over 64-bit words (offset, length,
+/// the first 32 message bytes zero-padded), six multiplies per record.
 pub fn doc_id_from(seed: u128, offset: u64, message: &str) -> u128 {
-    let head = &message.as_bytes()[..message.len().min(32)];
-    let (off, len) = (offset.to_le_bytes(), (message.len() as u64).to_le_bytes());
-    fnv(seed, off.iter().chain(&len).chain(head))
+    let bytes = message.as_bytes();
+    let mut head = [0u8; 32];
+    let n = bytes.len().min(32);
+    head[..n].copy_from_slice(&bytes[..n]);
+    let words = head.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk")));
+    let mut h = seed;
+    for w in [offset, bytes.len() as u64].into_iter().chain(words) {
+        h = (h ^ w as u128).wrapping_mul(FNV_PRIME);
+    }
+    h
 }
 
 fn fnv<'a>(mut h: u128, bytes: impl Iterator<Item = &'a u8>) -> u128 {

@@ -29,8 +29,13 @@ struct Scratch(PathBuf, PathBuf);
 impl Drop for Scratch {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let ray = self.1.with_file_name("ray");
-            let _ = Command::new(ray).args(["stop", "--force"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+            let _ = Command::new(&self.1)
+                .arg(repo().join("tests/live/workload.py"))
+                .arg("stop")
+                .arg(self.0.join("ray"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         } else {
             let _ = std::fs::remove_dir_all(&self.0);
         }

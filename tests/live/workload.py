@@ -3,6 +3,7 @@
     python workload.py run TEMP_DIR MANIFEST     # the whole scenario (the test calls this)
     python workload.py driver ENCODING JOB MANIFEST  # one job (run by `run`)
     python workload.py failing                   # a Jobs API entrypoint that dies of a task error
+    python workload.py stop TEMP_DIR             # stop the cluster under TEMP_DIR (only that one)
 
 `run` starts a real local Ray cluster with its temp dir at TEMP_DIR and small rotation
 limits, runs a JSON-logging job, a TEXT-logging job and a Jobs API submission whose
@@ -66,8 +67,34 @@ def start_ray(temp_dir, dashboard_port=None):
     sh(args)
 
 
-def stop_ray():
-    sh([os.path.join(BIN, "ray"), "stop", "--force"], check=False)
+def stop_ray(temp_dir):
+    """Stops only this test's cluster: `ray stop` would stop every Ray on the machine
+    (a developer's, or another test run's). Ray's daemons name the temp dir on their
+    command line; workers exit by themselves once their raylet is gone."""
+    import signal
+
+    def ours():
+        pids = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if temp_dir.encode() in cmd and int(pid) != os.getpid():
+                pids.append(int(pid))
+        return pids
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        for pid in ours():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.time() + wait
+        while ours() and time.time() < deadline:
+            time.sleep(0.2)
+    print("+ stopped this test's Ray processes", flush=True)
 
 
 def run(temp_dir, manifest):
@@ -84,14 +111,14 @@ def run(temp_dir, manifest):
             m.write(json.dumps({"tok": "LIVE-fail-0", "kind": "task-error"}) + "\n")
         time.sleep(2)  # let log_monitor and the C++ writers flush before stopping
     finally:
-        stop_ray()
+        stop_ray(temp_dir)
     time.sleep(1)
     start_ray(temp_dir)  # a new session_* dir under the same temp root
     try:
         sh([sys.executable, HERE, "driver", "TEXT", "second", manifest])
         time.sleep(2)
     finally:
-        stop_ray()
+        stop_ray(temp_dir)
 
 
 # ---- inside a job -------------------------------------------------------------------
@@ -226,5 +253,7 @@ if __name__ == "__main__":
         driver(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "failing":
         failing()
+    elif cmd == "stop":
+        stop_ray(sys.argv[2])
     else:
         sys.exit(f"unknown command {cmd!r}; see the module docstring")
