@@ -85,7 +85,7 @@ impl HeldRecord {
 
     /// Whether the record waits for its worker's actor (see [`Hold::awaits_actor`]).
     fn awaits_actor(&self) -> bool {
-        self.ids.actor_id.is_none() && self.actor_name.is_some() && self.meta.component == "worker"
+        awaits_actor(&self.ids, self.actor_name.is_some(), &self.meta)
     }
 
     /// Hands the record to `out`, tagged with `actor` and `node` when known.
@@ -133,7 +133,7 @@ impl Hold {
     /// `:actor_name:`) that the parser could not tag with an actor id yet (it
     /// consults the correlator, so a missing id means the actor is unknown).
     pub fn awaits_actor(r: &Record<'_>) -> bool {
-        r.ids.actor_id.is_none() && r.actor_name.is_some() && r.file.component == "worker"
+        awaits_actor(r.ids, r.actor_name.is_some(), r.file)
     }
 
     /// Whether anything of file `key` is held (then later records of that file must
@@ -188,4 +188,9 @@ impl Hold {
         }
         self.queue = keep;
     }
+}
+
+/// An actor worker's record (its file carried `:actor_name:`) without its actor id.
+fn awaits_actor(ids: &Ids, has_actor_name: bool, file: &FileMeta) -> bool {
+    ids.actor_id.is_none() && has_actor_name && file.component == "worker"
 }

@@ -315,7 +315,7 @@ impl Source {
                     tracing::info!(path = %t.path.display(), "file was truncated in place (copy-truncate); reading it from the start");
                 }
                 let raylet_unknown = t.meta.component == "raylet" && t.node_unknown() && r.bytes > 0;
-                if raylet_unknown && t.parser.offset() - r.bytes < RAYLET_NODE_SCAN {
+                if raylet_unknown && t.parser.offset().saturating_sub(r.bytes) < RAYLET_NODE_SCAN {
                     // A new session's raylet has started writing: look for its node id.
                     let (dir, path) = (t.dir.clone(), t.path.clone());
                     self.learn_node(&dir, &path);
