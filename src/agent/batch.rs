@@ -45,16 +45,40 @@ impl IdField {
     }
 }
 
+/// What the configured sinks read from a batch. Writing each record's NDJSON and
+/// copying its fields into `text` are most of what building a batch costs, so only
+/// what some sink reads is built: Loki (message lines) reads fields, Elasticsearch,
+/// stdout and file read the JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    pub json: bool,
+    pub fields: bool,
+}
+
+impl Needs {
+    pub const ALL: Needs = Needs { json: true, fields: true };
+}
+
+impl Default for Needs {
+    fn default() -> Needs {
+        Needs::ALL
+    }
+}
+
 /// One record in a batch.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Entry {
     /// Nanoseconds since the epoch (the record's time, or the time it was read).
     pub timestamp_ns: i64,
     pub level: Option<Level>,
     pub stream: Option<Stream>,
     pub pid: Option<u32>,
-    /// The record's NDJSON object (no trailing newline), in [`Batch::json`].
+    /// Byte offset of the record in its file.
+    pub offset: u64,
+    /// The record's NDJSON object (no trailing newline), in [`Batch::json`]; empty
+    /// unless [`Needs::json`].
     pub json: (u32, u32),
+    /// The fields below are empty unless [`Needs::fields`].
     pub message: Span,
     pub component: Span,
     pub file: Span,
@@ -117,11 +141,22 @@ pub struct Batch {
     pub text: Vec<u8>,
     pub entries: Vec<Entry>,
     pub node: Arc<NodeIdentity>,
+    pub needs: Needs,
+    /// The file members of the last record pushed and their spans in `text`: a batch
+    /// holds runs of records from one file, which then share these spans.
+    last_file: Vec<u8>,
+    last_spans: [Span; 4],
 }
 
 impl Batch {
     pub fn new(seq: u64, node: Arc<NodeIdentity>) -> Batch {
         Batch { seq, node, ..Batch::default() }
+    }
+
+    /// Builds only what `needs` says the sinks read.
+    pub fn needing(mut self, needs: Needs) -> Batch {
+        self.needs = needs;
+        self
     }
 
     /// A batch sized like `prev`, so filling it does not grow (and copy) its
@@ -130,6 +165,9 @@ impl Batch {
         Batch {
             seq,
             node: prev.node.clone(),
+            needs: prev.needs,
+            last_file: Vec::new(),
+            last_spans: [Span::default(); 4],
             json: Vec::with_capacity(prev.json.len() + prev.json.len() / 8),
             text: Vec::with_capacity(prev.text.len() + prev.text.len() / 8),
             entries: Vec::with_capacity(prev.entries.len() + prev.entries.len() / 8),
@@ -186,35 +224,98 @@ impl Batch {
 
     /// Appends a record. `now_ns` dates records without a time; `doc_id` identifies it.
     pub fn push(&mut self, r: &Record<'_>, now_ns: i64, doc_id: u128) {
+        let mut entry = Entry {
+            timestamp_ns: r.timestamp.map_or(now_ns, |t| t.0),
+            level: r.level,
+            stream: r.file.stream,
+            pid: r.pid,
+            offset: r.offset,
+            doc_id,
+            ..Entry::default()
+        };
+        if self.needs.json {
+            entry.json = self.push_json(r);
+        }
+        if self.needs.fields {
+            self.push_fields(r, &mut entry);
+        }
+        self.entries.push(entry);
+    }
+
+    fn push_json(&mut self, r: &Record<'_>) -> (u32, u32) {
         let json_start = self.json.len();
         write_record(&mut self.json, r);
         // Replace the closing `}\n` with the node identity and a new `}`.
         self.json.truncate(self.json.len() - 2);
         self.json.extend_from_slice(self.node.json_members.as_bytes());
         self.json.push(b'}');
-        let json = (json_start as u32, (self.json.len() - json_start) as u32);
+        (json_start as u32, (self.json.len() - json_start) as u32)
+    }
+
+    fn push_fields(&mut self, r: &Record<'_>, e: &mut Entry) {
         let ids = [r.ids.node_id, r.ids.job_id, r.ids.worker_id, r.ids.actor_id, r.ids.task_id];
-        let mut id_spans = [Span::default(); 5];
-        for (slot, id) in id_spans.iter_mut().zip(ids) {
+        for (slot, id) in e.ids.iter_mut().zip(ids) {
             *slot = self.opt_span(id.as_ref().map(|i| i.as_str()));
         }
-        let entry = Entry {
-            timestamp_ns: r.timestamp.map_or(now_ns, |t| t.0),
-            level: r.level,
-            stream: r.file.stream,
-            pid: r.pid,
-            json,
-            message: self.span(r.message),
-            component: self.span(&r.file.component),
-            file: self.span(&r.file.rel_path),
-            session: self.opt_span(r.file.session.as_deref()),
-            submission_id: self.opt_span(r.file.submission_id.as_deref()),
-            task_name: self.opt_span(r.task_name),
-            actor_name: self.opt_span(r.actor_name),
-            ids: id_spans,
-            doc_id,
+        e.message = self.span(r.message);
+        let members = r.file.json_members();
+        if self.last_file != members {
+            self.last_spans = [
+                self.span(&r.file.component),
+                self.span(&r.file.rel_path),
+                self.opt_span(r.file.session.as_deref()),
+                self.opt_span(r.file.submission_id.as_deref()),
+            ];
+            self.last_file.clear();
+            self.last_file.extend_from_slice(members);
+        }
+        [e.component, e.file, e.session, e.submission_id] = self.last_spans;
+        e.task_name = self.opt_span(r.task_name);
+        e.actor_name = self.opt_span(r.actor_name);
+    }
+
+    /// A JSON object of what [`Needs::fields`] keeps of `e` (for the dead-letter file
+    /// when no sink needed the record's full JSON): the schema's names for the time,
+    /// level, message, file members, offset, ids, pid, names and node identity.
+    pub fn write_fields_json(&self, e: &Entry, out: &mut Vec<u8>) {
+        use raylog_parsers::ndjson::write_str;
+        out.extend_from_slice(b"{\"timestamp\":\"");
+        raylog_parsers::Timestamp(e.timestamp_ns).write_rfc3339(out);
+        out.push(b'"');
+        if let Some(l) = e.level {
+            out.extend_from_slice(b",\"level\":");
+            write_str(out, l.as_str());
+        }
+        let member = |out: &mut Vec<u8>, name: &str, s: Span| {
+            if !s.is_empty() || name == "message" {
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\":");
+                write_str(out, self.str(s));
+            }
         };
-        self.entries.push(entry);
+        member(out, "message", e.message);
+        member(out, "component", e.component);
+        if let Some(s) = e.stream {
+            out.extend_from_slice(b",\"stream\":");
+            write_str(out, s.as_str());
+        }
+        member(out, "file", e.file);
+        member(out, "session", e.session);
+        member(out, "submission_id", e.submission_id);
+        out.extend_from_slice(b",\"offset\":");
+        out.extend_from_slice(e.offset.to_string().as_bytes());
+        for f in IdField::ALL {
+            member(out, f.name(), e.ids[f as usize]);
+        }
+        if let Some(p) = e.pid {
+            out.extend_from_slice(b",\"pid\":");
+            out.extend_from_slice(p.to_string().as_bytes());
+        }
+        member(out, "task_name", e.task_name);
+        member(out, "actor_name", e.actor_name);
+        out.extend_from_slice(self.node.json_members.as_bytes());
+        out.push(b'}');
     }
 }
 
@@ -285,5 +386,66 @@ mod tests {
         assert_ne!(doc_id("1:2", 0, "a"), doc_id("1:2", 1, "a"));
         assert_ne!(doc_id("1:2", 0, "a"), doc_id("1:2", 0, "b"), "new text at an old offset");
         assert_eq!(doc_id("1:2", 0, "a"), doc_id("1:2", 0, "a"));
+    }
+
+    fn one_record(needs: Needs) -> Batch {
+        let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
+        let mut b = Batch::new(3, node).needing(needs);
+        let meta = classify(
+            "worker-abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2-01000000-4242.out",
+            Some("session_x"),
+        );
+        let mut p = FileParser::new(meta, None, None);
+        let text = b"(MyActor pid=4242) hello \"world\"\n";
+        let (mut corr, opts) = (Correlator::new(), Options::default());
+        p.push(text, &mut corr, &opts, &mut |r| b.push(r, 5_000_000_000, 1));
+        p.finish(&mut corr, &opts, &mut |r| b.push(r, 5_000_000_000, 1));
+        assert_eq!(b.len(), 1);
+        b
+    }
+
+    #[test]
+    fn only_what_the_sinks_read_is_built() {
+        let loki = one_record(Needs { json: false, fields: true });
+        assert!(loki.json.is_empty(), "no sink reads the JSON");
+        let e = &loki.entries[0];
+        assert_eq!(loki.str(e.component), "worker");
+        assert!(loki.str(e.message).contains("hello"));
+        // Dead letters fall back to the fields Loki would have been sent.
+        let mut out = Vec::new();
+        loki.write_fields_json(e, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["message"], loki.str(e.message));
+        assert_eq!(v["job_id"], "01000000");
+        assert_eq!(v["worker_id"], "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2");
+        assert_eq!(v["pid"], 4242);
+        assert_eq!(v["node"], "node-a");
+        assert_eq!(v["session"], "session_x");
+        assert_eq!(v["timestamp"], "1970-01-01T00:00:05.000Z");
+
+        let es = one_record(Needs { json: true, fields: false });
+        assert!(es.text.is_empty(), "no sink reads the fields");
+        let v: serde_json::Value = serde_json::from_str(es.json_of(&es.entries[0])).unwrap();
+        assert_eq!(v["job_id"], "01000000");
+        assert_eq!(v["node"], "node-a");
+    }
+
+    #[test]
+    fn records_of_one_file_share_its_spans() {
+        let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
+        let mut b = Batch::new(1, node).needing(Needs { json: false, fields: true });
+        let (mut corr, opts) = (Correlator::new(), Options::default());
+        for name in ["raylet.out", "gcs_server.out"] {
+            let mut p = FileParser::new(classify(name, Some("s")), None, None);
+            let text = b"[2026-11-30 09:05:35,278 I 1 1] a.cc:1: one\n[2026-11-30 09:05:35,279 I 1 1] a.cc:2: two\n";
+            p.push(text, &mut corr, &opts, &mut |r| b.push(r, 0, 0));
+            p.finish(&mut corr, &opts, &mut |r| b.push(r, 0, 0));
+        }
+        let [r1, r2, g1, g2] = [&b.entries[0], &b.entries[1], &b.entries[2], &b.entries[3]];
+        assert_eq!((r1.component, r1.file), (r2.component, r2.file));
+        assert_eq!((g1.component, g1.file), (g2.component, g2.file));
+        assert_eq!(b.str(r2.component), "raylet");
+        assert_eq!(b.str(g1.component), "gcs_server");
+        assert_eq!(b.str(g2.file), "gcs_server.out");
     }
 }

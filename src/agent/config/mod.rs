@@ -217,6 +217,23 @@ pub struct Config {
     pub api_address: Option<std::net::SocketAddr>,
 }
 
+impl Config {
+    /// What the configured sinks read from each batch (see [`Needs`]).
+    pub fn batch_needs(&self) -> crate::agent::batch::Needs {
+        let mut needs = crate::agent::batch::Needs { json: false, fields: false };
+        for s in &self.sinks {
+            match s {
+                SinkConfig::Loki(c) => {
+                    needs.fields = true;
+                    needs.json |= c.line_format == crate::agent::sinks::loki::config::LineFormat::Json;
+                }
+                SinkConfig::Elasticsearch(_) | SinkConfig::Stdout { .. } | SinkConfig::File { .. } => needs.json = true,
+            }
+        }
+        needs
+    }
+}
+
 /// Why a config file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -512,6 +529,21 @@ mod tests {
         assert_eq!(cfg.sinks.len(), 1);
         assert_eq!(cfg.sinks[0].name(), "loki");
         assert_eq!(cfg.api_address.unwrap().port(), 9095);
+    }
+
+    #[test]
+    fn batches_build_what_the_sinks_read() {
+        use crate::agent::batch::Needs;
+        let needs = |sinks: &str| {
+            parse(&format!("[source]\npaths = [\"/tmp/ray\"]\n{sinks}"), "t.toml").unwrap().1.batch_needs()
+        };
+        let loki = "[[sinks]]\ntype = \"loki\"\nendpoint = \"http://l:3100\"\n";
+        let es = "[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"http://e:9200\"\n";
+        assert_eq!(needs(loki), Needs { json: false, fields: true });
+        assert_eq!(needs(&format!("{loki}line_format = \"json\"\n")), Needs::ALL);
+        assert_eq!(needs(es), Needs { json: true, fields: false });
+        assert_eq!(needs(&format!("{loki}{es}")), Needs::ALL);
+        assert_eq!(needs(""), Needs { json: true, fields: false }, "stdout when no sink is configured");
     }
 
     #[test]

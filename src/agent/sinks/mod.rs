@@ -124,7 +124,11 @@ impl DeadLetter {
             out.extend_from_slice(b",\"reason\":");
             raylog_parsers::ndjson::write_str(&mut out, reason);
             out.extend_from_slice(b",\"record\":");
-            out.extend_from_slice(batch.json_of(e).as_bytes());
+            if batch.needs.json {
+                out.extend_from_slice(batch.json_of(e).as_bytes());
+            } else {
+                batch.write_fields_json(e, &mut out);
+            }
             out.extend_from_slice(b"}\n");
         }
         if let Some(f) = guard.as_mut() {

@@ -83,7 +83,7 @@ impl Source {
         let node =
             Arc::new(NodeIdentity::new(cfg.node.name.clone(), cfg.node.cluster.clone(), cfg.node.labels.clone()));
         Source {
-            batch: Batch::new(0, node),
+            batch: Batch::new(0, node).needing(cfg.batch_needs()),
             cfg,
             out,
             metrics,

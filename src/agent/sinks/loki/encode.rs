@@ -15,7 +15,7 @@ use std::io::Write;
 use raylog_parsers::ndjson::write_str;
 
 use super::config::{LineFormat, LokiConfig, LokiEncoding, METADATA_FIELDS, TEMPLATE_FIELDS};
-use crate::agent::batch::{Batch, Entry, IdField};
+use crate::agent::batch::{Batch, Entry, IdField, Span};
 
 /// Used when every configured label renders empty: Loki refuses a stream without labels.
 const FALLBACK_LABEL: (&str, &str) = ("service_name", "ray");
@@ -64,6 +64,15 @@ impl Field {
     /// The value for `e`; empty when the record has none. `num` holds a number's digits.
     fn value<'b>(self, batch: &'b Batch, e: &Entry, num: &'b mut [u8; 20]) -> &'b str {
         match self {
+            // Digits are UTF-8.
+            Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
+            f => f.text(batch, e),
+        }
+    }
+
+    /// The value of a field that is not a number (empty for `pid`).
+    fn text<'b>(self, batch: &'b Batch, e: &Entry) -> &'b str {
+        match self {
             Field::Component => batch.str(e.component),
             Field::Level => e.level.map_or("", |l| l.as_str()),
             Field::Node => &batch.node.name,
@@ -72,8 +81,7 @@ impl Field {
             Field::Stream => e.stream.map_or("", |s| s.as_str()),
             Field::Session => batch.str(e.session),
             Field::File => batch.str(e.file),
-            // Digits are UTF-8.
-            Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
+            Field::Pid => "",
             Field::TaskName => batch.str(e.task_name),
             Field::ActorName => batch.str(e.actor_name),
             Field::SubmissionId => batch.str(e.submission_id),
@@ -81,9 +89,62 @@ impl Field {
         }
     }
 
+    /// The span holding the value, for fields kept in the batch's text arena.
+    fn span(self, e: &Entry) -> Option<Span> {
+        Some(match self {
+            Field::Component => e.component,
+            Field::Session => e.session,
+            Field::File => e.file,
+            Field::TaskName => e.task_name,
+            Field::ActorName => e.actor_name,
+            Field::SubmissionId => e.submission_id,
+            Field::Id(id) => e.ids[id as usize],
+            _ => return None,
+        })
+    }
+
+    /// Whether `a` and `b` have the same value. Records of one file share the spans
+    /// of its fields, so equal spans settle it without comparing bytes.
+    fn same(self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
+        match self {
+            Field::Level => a.level == b.level,
+            Field::Stream => a.stream == b.stream,
+            Field::Pid => a.pid == b.pid,
+            Field::Node | Field::Cluster | Field::ServiceName => true,
+            _ => match (self.span(a), self.span(b)) {
+                (Some(x), Some(y)) => x == y || batch.str(x) == batch.str(y),
+                _ => self.value(batch, a, &mut [0; 20]) == self.value(batch, b, &mut [0; 20]),
+            },
+        }
+    }
+
     /// Whether the value can differ between entries of one batch.
     fn per_entry(self) -> bool {
         !matches!(self, Field::Node | Field::Cluster | Field::ServiceName)
+    }
+}
+
+/// A structured-metadata field with its protobuf `LabelPairAdapter.name` field
+/// (tag, length, name) rendered once: the name is the same for every entry.
+#[derive(Clone, Copy)]
+struct Meta {
+    name: &'static str,
+    field: Field,
+    /// `0x0a <len> <name>`, zero-padded to 16 bytes so it is copied as a fixed block.
+    name_field: [u8; 16],
+}
+
+impl Meta {
+    fn new(name: &'static str, field: Field) -> Meta {
+        let mut name_field = [0u8; 16];
+        name_field[0] = 1 << 3 | pb::LEN;
+        name_field[1] = name.len() as u8;
+        name_field[2..2 + name.len()].copy_from_slice(name.as_bytes());
+        Meta { name, field, name_field }
+    }
+
+    fn name_field_len(&self) -> usize {
+        2 + self.name.len()
     }
 }
 
@@ -130,12 +191,12 @@ fn compile(template: &str) -> Vec<Part> {
 }
 
 /// Calls `f(name, value)` for each configured metadata field `e` has.
-fn each_meta(metadata: &[(&'static str, Field)], batch: &Batch, e: &Entry, mut f: impl FnMut(&'static str, &str)) {
+fn each_meta(metadata: &[Meta], batch: &Batch, e: &Entry, mut f: impl FnMut(&'static str, &str)) {
     let mut num = [0u8; 20];
-    for &(name, field) in metadata {
-        let v = field.value(batch, e, &mut num);
+    for m in metadata {
+        let v = m.field.value(batch, e, &mut num);
         if !v.is_empty() {
-            f(name, v);
+            f(m.name, v);
         }
     }
 }
@@ -171,6 +232,15 @@ pub struct PushBody {
     pub entries: usize,
 }
 
+/// The last few (entry, stream slot) pairs placed, most recent first. A file's
+/// records alternate between a few streams (its levels), so most entries find their
+/// stream here by comparing label inputs, without rendering and hashing labels.
+#[derive(Default)]
+struct Recent {
+    items: [(u32, u32); 4],
+    len: usize,
+}
+
 /// A stream of the batch being encoded.
 struct Slot {
     /// Its Loki label string, in `LokiEncoder::arena`.
@@ -186,7 +256,7 @@ pub struct LokiEncoder {
     labels: Vec<Label>,
     /// Some label depends on a per-entry field (else every entry shares one stream).
     per_entry: Vec<Field>,
-    metadata: Vec<(&'static str, Field)>,
+    metadata: Vec<Meta>,
     line_format: LineFormat,
     encoding: LokiEncoding,
     /// Label hash → first slot with that hash.
@@ -227,8 +297,14 @@ impl LokiEncoder {
                 .structured_metadata
                 .iter()
                 .filter_map(|m| METADATA_FIELDS.iter().find(|f| *f == m))
-                .filter_map(|name| Some((*name, Field::parse(name)?)))
-                .collect(),
+                .filter_map(|name| Some(Meta::new(name, Field::parse(name)?)))
+                .fold(Vec::new(), |mut v: Vec<Meta>, m| {
+                    // At most one of each: `write_entry` keeps a value per field.
+                    if !v.iter().any(|x| x.name == m.name) {
+                        v.push(m);
+                    }
+                    v
+                }),
             line_format: cfg.line_format,
             encoding: cfg.encoding,
             index: HashMap::new(),
@@ -281,10 +357,10 @@ impl LokiEncoder {
         self.slots.clear();
         self.arena.clear();
         self.order.clear();
-        let mut prev = None;
+        let mut recent = Recent::default();
         match only {
-            Some(only) => only.iter().for_each(|&i| self.place(batch, i, &mut prev)),
-            None => (0..batch.entries.len() as u32).for_each(|i| self.place(batch, i, &mut prev)),
+            Some(only) => only.iter().for_each(|&i| self.place(batch, i, &mut recent)),
+            None => (0..batch.entries.len() as u32).for_each(|i| self.place(batch, i, &mut recent)),
         }
         self.sort_by_stream_and_time();
     }
@@ -321,22 +397,27 @@ impl LokiEncoder {
         }
     }
 
-    fn place(&mut self, batch: &Batch, i: u32, prev: &mut Option<(u32, u32)>) {
+    fn place(&mut self, batch: &Batch, i: u32, recent: &mut Recent) {
         let Some(e) = batch.entries.get(i as usize) else { return };
-        let slot = match *prev {
-            Some((p, slot)) if self.same_labels(batch, &batch.entries[p as usize], e) => slot,
-            _ => self.slot_for(batch, e, i),
+        let seen = &recent.items[..recent.len];
+        let hit = seen.iter().position(|&(p, _)| self.same_labels(batch, &batch.entries[p as usize], e));
+        let slot = match hit {
+            Some(k) => {
+                recent.items[..=k].rotate_right(1);
+                recent.items[0].1
+            }
+            None => {
+                recent.len = (recent.len + 1).min(recent.items.len());
+                recent.items[..recent.len].rotate_right(1);
+                self.slot_for(batch, e, i)
+            }
         };
-        *prev = Some((i, slot));
+        recent.items[0] = (i, slot);
         self.order.push((slot, e.timestamp_ns, i));
     }
 
     fn same_labels(&self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
-        self.per_entry.iter().all(|f| match f {
-            Field::Level => a.level == b.level,
-            Field::Stream => a.stream == b.stream,
-            _ => f.value(batch, a, &mut [0; 20]) == f.value(batch, b, &mut [0; 20]),
-        })
+        self.per_entry.iter().all(|f| f.same(batch, a, b))
     }
 
     /// Renders `e`'s label string and finds or makes its slot.
@@ -408,28 +489,44 @@ impl LokiEncoder {
             let run = self.run(slot);
             let (start, len) = s.labels;
             let labels = &self.arena[start as usize..(start + len) as usize];
-            // Streams of 16 KiB to 2 MiB take a 3-byte length; entries of 128 B to 16 KiB, 2.
+            // Streams of 16 KiB to 2 MiB take a 3-byte length.
             pb::nested(&mut raw, 1, 3, |raw| {
                 pb::str_field(raw, 1, labels);
                 for &(_, ts, i) in &self.order[run] {
-                    pb::nested(raw, 2, 2, |raw| self.write_entry(raw, batch, &batch.entries[i as usize], ts));
+                    self.write_entry(raw, batch, &batch.entries[i as usize], ts);
                 }
             });
         }
         self.raw = raw;
     }
 
-    /// The body of an `EntryAdapter`.
+    /// One `EntryAdapter` field (tag 2): this runs once per record and is the
+    /// encoder's hot path.
     fn write_entry(&self, raw: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
-        pb::key(raw, 1, pb::LEN);
-        pb::varint(raw, pb::timestamp_len(ts) as u64);
-        pb::timestamp(raw, ts);
-        pb::str_field(raw, 2, self.line(batch, e));
-        each_meta(&self.metadata, batch, e, |name, v| {
-            pb::key(raw, 3, pb::LEN);
-            pb::varint(raw, (pb::str_field_len(name.len()) + pb::str_field_len(v.len())) as u64);
-            pb::str_field(raw, 1, name.as_bytes());
-            pb::str_field(raw, 2, v.as_bytes());
+        // Entries of 128 B to 16 KiB take a 2-byte length.
+        pb::nested(raw, 2, 2, |raw| {
+            pb::key(raw, 1, pb::LEN);
+            pb::varint(raw, pb::timestamp_len(ts) as u64);
+            pb::timestamp(raw, ts);
+            pb::str_field(raw, 2, self.line(batch, e));
+            let mut digits = [0u8; 20];
+            for m in &self.metadata {
+                let v = match m.field {
+                    Field::Pid => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
+                    f => f.text(batch, e).as_bytes(),
+                };
+                if v.is_empty() {
+                    continue;
+                }
+                let n = m.name_field_len();
+                raw.reserve(24 + v.len());
+                pb::key(raw, 3, pb::LEN);
+                pb::varint(raw, (n + pb::str_field_len(v.len())) as u64);
+                // A fixed 16-byte copy (no call to memcpy), then the padding is cut off.
+                raw.extend_from_slice(&m.name_field);
+                raw.truncate(raw.len() - (16 - n));
+                pb::str_field(raw, 2, v);
+            }
         });
     }
 
