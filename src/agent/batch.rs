@@ -7,7 +7,7 @@
 //! building it allocates per batch, not per record, and handing it to several sinks
 //! is one `Arc`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use raylog_parsers::ndjson::write_record;
 use raylog_parsers::record::{Level, Stream};
@@ -174,6 +174,16 @@ impl Batch {
         }
     }
 
+    /// This batch emptied for refilling as batch `seq`; its arenas keep their capacity.
+    pub fn reuse(mut self, seq: u64) -> Batch {
+        self.seq = seq;
+        self.json.clear();
+        self.text.clear();
+        self.entries.clear();
+        self.last_file.clear();
+        self
+    }
+
     /// The text of a span.
     pub fn str(&self, s: Span) -> &str {
         let b = &self.text[s.start as usize..(s.start + s.len) as usize];
@@ -319,6 +329,32 @@ impl Batch {
     }
 }
 
+/// Delivered batches on their way back to the reader, which refills them instead of
+/// allocating new arenas: the big buffers then live for the whole run, rather than
+/// being freed and allocated again for every batch, which fragments the heap and
+/// leaves the process holding several times the memory actually in use.
+#[derive(Clone, Default)]
+pub struct Recycler(Arc<Mutex<Vec<Batch>>>);
+
+impl Recycler {
+    /// At most this many batches wait here: the reader takes one per cut.
+    const KEEP: usize = 2;
+
+    /// Takes back `batch` if this was its last holder (the last sink to finish it).
+    pub fn put(&self, batch: Arc<Batch>) {
+        if let Ok(b) = Arc::try_unwrap(batch) {
+            let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if pool.len() < Self::KEEP {
+                pool.push(b);
+            }
+        }
+    }
+
+    pub fn take(&self) -> Option<Batch> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+}
+
 /// `doc_id` for a record: a 128-bit FNV-1a hash of the file identity, the offset and
 /// the head and length of the message. A replay of the same bytes gets the same id
 /// (Elasticsearch answers 409 and nothing is stored twice), while a file rewritten in
@@ -447,5 +483,24 @@ mod tests {
         assert_eq!(b.str(r2.component), "raylet");
         assert_eq!(b.str(g1.component), "gcs_server");
         assert_eq!(b.str(g2.file), "gcs_server.out");
+    }
+
+    #[test]
+    fn the_last_sink_hands_the_batch_back_empty() {
+        let mut b = one_record(Needs::ALL);
+        b.seq = 9;
+        let (cap_json, cap_text) = (b.json.capacity(), b.text.capacity());
+        let pool = Recycler::default();
+        let shared = Arc::new(b);
+        let other_sink = shared.clone();
+        pool.put(shared);
+        assert!(pool.take().is_none(), "another sink still holds it");
+        pool.put(other_sink);
+        let again = pool.take().expect("the last holder recycles it").reuse(10);
+        assert!(pool.take().is_none());
+        assert_eq!(again.seq, 10);
+        assert!(again.is_empty() && again.json.is_empty() && again.text.is_empty());
+        assert!(again.json.capacity() >= cap_json && again.text.capacity() >= cap_text);
+        assert_eq!(again.needs, Needs::ALL);
     }
 }

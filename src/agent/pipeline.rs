@@ -1,8 +1,9 @@
 //! Pipeline: fan batches out to the sinks and advance checkpoints on acknowledgement.
 //!
-//! The dispatcher hands each batch (one `Arc`, not copies) to every sink's bounded
-//! channel, in order; a slow sink fills its channel, which stops the dispatcher, which
-//! stops the reader. The ack tracker keeps the checkpoints each batch completes
+//! The reader thread hands each batch (one `Arc`, not copies) to every sink's bounded
+//! channel through the [`Dispatcher`], in order; a slow sink fills its channel, which
+//! blocks the reader (backpressure, with no extra queue in between: every batch in
+//! flight is memory). The ack tracker keeps the checkpoints each batch completes
 //! until every sink has acknowledged that batch and all batches before it, then
 //! applies them and persists them each time they advance.
 
@@ -19,30 +20,31 @@ use crate::agent::metrics::Metrics;
 use crate::agent::sinks::Ack;
 use crate::agent::source::Cut;
 
-/// What the dispatcher tells the ack tracker about each batch.
+/// What the [`Dispatcher`] tells the ack tracker about each batch.
 pub struct Pending {
     pub seq: u64,
     pub positions: Vec<FileCheckpoint>,
 }
 
-/// Forwards each cut to every sink; registers its checkpoints first.
-pub async fn dispatch(
-    mut cuts: mpsc::Receiver<Cut>,
-    sinks: Vec<mpsc::Sender<(Arc<Batch>, Instant)>>,
-    pending: mpsc::UnboundedSender<Pending>,
-) {
-    while let Some(cut) = cuts.recv().await {
+/// The reader's handle on the sinks' channels and the ack tracker.
+///
+/// Dropping it closes the sinks' channels: they drain what they hold and stop.
+pub struct Dispatcher {
+    pub sinks: Vec<mpsc::Sender<(Arc<Batch>, Instant)>>,
+    pub pending: mpsc::UnboundedSender<Pending>,
+}
+
+impl Dispatcher {
+    /// Registers the cut's checkpoints, then hands its batch to every sink, waiting
+    /// while a sink's queue is full. False when the pipeline is gone (shutting down).
+    /// Called from the reader thread, never from the async runtime.
+    pub fn send(&self, cut: Cut) -> bool {
         let seq = cut.batch.seq;
-        if pending.send(Pending { seq, positions: cut.positions }).is_err() {
-            return;
+        if self.pending.send(Pending { seq, positions: cut.positions }).is_err() {
+            return false;
         }
-        for s in &sinks {
-            if s.send((cut.batch.clone(), cut.made)).await.is_err() {
-                return;
-            }
-        }
+        self.sinks.iter().all(|s| s.blocking_send((cut.batch.clone(), cut.made)).is_ok())
     }
-    // Dropping the senders closes the sinks' channels: they drain and stop.
 }
 
 /// Applies checkpoints in batch order once every sink acknowledged; saves them.

@@ -1,7 +1,7 @@
 //! Wiring and lifecycle of `raylog ship`: start every stage, stop them in order.
 //!
 //! Shutdown (SIGTERM/SIGINT, or the end of `--once`) flows downstream: the reader
-//! stops and cuts its last batch, which closes the dispatcher, which closes the sink
+//! stops, cuts its last batch and drops its [`Dispatcher`], which closes the sink
 //! channels; sinks drain what they hold and drop their ack senders; the ack tracker
 //! then saves the final checkpoints. On a signal, sinks get `retry.shutdown_grace` to
 //! finish; whatever is still undelivered keeps its checkpoint back and is re-read at
@@ -14,10 +14,11 @@ use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::api::{self, Health};
+use crate::agent::batch::Recycler;
 use crate::agent::checkpoint::CheckpointStore;
 use crate::agent::config::Config;
 use crate::agent::metrics::Metrics;
-use crate::agent::pipeline::{dispatch, track_acks};
+use crate::agent::pipeline::{track_acks, Dispatcher};
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
 use crate::agent::source::Source;
 
@@ -49,6 +50,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     let per_sink = (cfg.batch.max_buffer_bytes / cfg.batch.max_bytes.max(1) / 8).max(1);
     let (ack_tx, ack_rx) = mpsc::channel(1024);
     let dead = DeadLetter::new(&cfg.source.state_dir);
+    let recycler = Recycler::default();
     let mut sink_txs = vec![];
     let mut sink_tasks = vec![];
     for (index, sc) in cfg.sinks.iter().enumerate() {
@@ -65,12 +67,12 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
             retry: cfg.retry.clone(),
             metrics: metrics.clone(),
             give_up: give_up.clone(),
+            recycler: recycler.clone(),
         })));
     }
     drop(ack_tx);
-    let (cut_tx, cut_rx) = mpsc::channel(1);
     let (pending_tx, pending_rx) = mpsc::unbounded_channel();
-    let dispatcher = tokio::spawn(dispatch(cut_rx, sink_txs, pending_tx));
+    let out = Dispatcher { sinks: sink_txs, pending: pending_tx };
     let tracker = tokio::spawn(track_acks(
         pending_rx,
         ack_rx,
@@ -81,7 +83,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
 
     let (wake_tx, wake_rx) = std::sync::mpsc::channel();
     let _watcher = if cfg.source.watch { watch_paths(&cfg, wake_tx) } else { None };
-    let source = Source::new(cfg.clone(), store, cut_tx, metrics.clone(), shutdown.clone(), once);
+    let source = Source::new(cfg.clone(), store, out, recycler, metrics.clone(), shutdown.clone(), once);
     let reader = tokio::task::spawn_blocking(move || source.run(wake_rx));
     health.ready.store(true, Relaxed);
 
@@ -99,7 +101,6 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
             let _ = give_up_tx.send(true);
         });
     }
-    let _ = dispatcher.await;
     for t in sink_tasks {
         let _ = t.await;
     }

@@ -168,6 +168,8 @@ pub struct SinkTask {
     pub metrics: Arc<crate::agent::metrics::Metrics>,
     /// Becomes true when the shutdown grace period is over: stop retrying.
     pub give_up: watch::Receiver<bool>,
+    /// Where delivered batches go back to the reader.
+    pub recycler: crate::agent::batch::Recycler,
 }
 
 /// Drives one sink until its batch channel closes (or the grace period ends).
@@ -180,7 +182,9 @@ pub async fn run_sink(mut t: SinkTask) {
         let m = &t.metrics.sinks[t.index];
         m.batches_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         m.observe_latency(made.elapsed().as_secs_f64());
-        if t.acks.send(Ack { seq: batch.seq, sink: t.index }).await.is_err() {
+        let seq = batch.seq;
+        t.recycler.put(batch);
+        if t.acks.send(Ack { seq, sink: t.index }).await.is_err() {
             return;
         }
     }

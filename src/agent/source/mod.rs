@@ -5,8 +5,9 @@
 //! path). Each round it rediscovers files (cheap directory walks, woken early by
 //! inotify), reads what is new with a per-file budget so one busy file cannot starve
 //! the others, flushes idle files, releases held actor output, and cuts batches by
-//! records, bytes or age. Batches go out through a bounded channel with
+//! records, bytes or age. Batches go straight into the sinks' bounded channels with
 //! `blocking_send`: when the sinks are slow, reading simply stops (backpressure).
+//! Delivered batches come back through the [`Recycler`] and are refilled.
 
 pub mod hold;
 mod route;
@@ -20,12 +21,12 @@ use std::time::{Duration, Instant};
 
 use raylog_parsers::correlate::node_id_from_raylet;
 use raylog_parsers::{classify, Correlator, Id};
-use tokio::sync::mpsc;
 
-use crate::agent::batch::{doc_id, Batch, NodeIdentity};
+use crate::agent::batch::{doc_id, Batch, NodeIdentity, Recycler};
 use crate::agent::checkpoint::{unix_now, CheckpointStore, FileCheckpoint, FileKey, Fingerprint, SavedContext};
 use crate::agent::config::{Config, StartAt};
 use crate::agent::metrics::Metrics;
+use crate::agent::pipeline::Dispatcher;
 use crate::discover::discover;
 use hold::Hold;
 use route::{file_identity, now_ns, Router};
@@ -46,7 +47,8 @@ pub struct Cut {
 /// The reader's state.
 pub struct Source {
     cfg: Config,
-    out: mpsc::Sender<Cut>,
+    out: Dispatcher,
+    recycler: Recycler,
     metrics: Arc<Metrics>,
     shutdown: Arc<AtomicBool>,
     once: bool,
@@ -75,7 +77,8 @@ impl Source {
     pub fn new(
         cfg: Config,
         resume: CheckpointStore,
-        out: mpsc::Sender<Cut>,
+        out: Dispatcher,
+        recycler: Recycler,
         metrics: Arc<Metrics>,
         shutdown: Arc<AtomicBool>,
         once: bool,
@@ -86,6 +89,7 @@ impl Source {
             batch: Batch::new(0, node).needing(cfg.batch_needs()),
             cfg,
             out,
+            recycler,
             metrics,
             shutdown,
             once,
@@ -413,11 +417,14 @@ impl Source {
             }
         }
         self.seq += 1;
-        let next = Batch::sized_like(self.seq, &self.batch);
+        let next = match self.recycler.take() {
+            Some(b) => b.reuse(self.seq),
+            None => Batch::sized_like(self.seq, &self.batch),
+        };
         let batch = std::mem::replace(&mut self.batch, next);
         self.batch_started = Instant::now();
         let cut = Cut { batch: Arc::new(batch), positions, made: Instant::now() };
-        if self.out.blocking_send(cut).is_err() {
+        if !self.out.send(cut) {
             // The pipeline is gone (shutting down): nothing more to do.
             self.shutdown.store(true, Relaxed);
         }

@@ -13,6 +13,9 @@
 //! selection passed to [`BulkEncoder::encode`].
 //!
 //! The encoder keeps its buffers between requests; per record it only appends bytes.
+//! With gzip, the NDJSON is compressed as it is written, through a small staging
+//! buffer that stays in cache, so the uncompressed body (several times the
+//! compressed one) never exists whole.
 //! The action prefix (`{"create":{"_index":"…","_id":"`) is cached per UTC day, which
 //! is all a dated index pattern can change.
 
@@ -27,12 +30,17 @@ use crate::agent::batch::Batch;
 
 const NANOS_PER_DAY: i64 = 86_400 * 1_000_000_000;
 
+/// NDJSON staged before it is handed to the compressor.
+const STAGE: usize = 64 << 10;
+
 /// Reusable `_bulk` body builder.
 #[derive(Debug)]
 pub struct BulkEncoder {
     target: EsTarget,
-    /// The NDJSON body of the last [`encode`](Self::encode).
+    /// NDJSON not yet compressed (or, without gzip, the whole body).
     body: Vec<u8>,
+    /// Size of the last body sent, to size the next one.
+    last_len: usize,
     /// Action line up to the `_id` value, for `prefix_day`.
     prefix: Vec<u8>,
     prefix_day: Option<i64>,
@@ -40,37 +48,43 @@ pub struct BulkEncoder {
 
 impl BulkEncoder {
     pub fn new(target: EsTarget) -> BulkEncoder {
-        BulkEncoder { target, body: Vec::new(), prefix: Vec::new(), prefix_day: None }
+        BulkEncoder { target, body: Vec::new(), last_len: 0, prefix: Vec::new(), prefix_day: None }
     }
 
-    /// The uncompressed NDJSON of the last [`encode`](Self::encode).
-    pub fn body(&self) -> &[u8] {
-        &self.body
-    }
-
-    /// Encodes the entries `sel` of `batch` (in that order) into [`body`](Self::body).
-    pub fn encode(&mut self, batch: &Batch, sel: &[u32]) {
+    /// The `_bulk` body for the entries `sel` of `batch` (in that order), gzipped
+    /// (fast level: the agent's CPU budget matters more than the last few percent of
+    /// bandwidth) or not.
+    pub fn encode(&mut self, batch: &Batch, sel: &[u32], gzip: bool) -> std::io::Result<Vec<u8>> {
         self.body.clear();
-        for &i in sel {
-            let Some(e) = batch.entries.get(i as usize) else { continue };
-            self.action(e.timestamp_ns, e.doc_id);
-            self.document(e.timestamp_ns, batch.json_of(e));
-        }
+        let records = sel.iter().filter_map(|&i| batch.entries.get(i as usize));
+        let out = if gzip {
+            let out = Vec::with_capacity(self.last_len + self.last_len / 8 + 64);
+            let mut gz = GzEncoder::new(out, Compression::fast());
+            for e in records {
+                self.record(e.timestamp_ns, e.doc_id, batch.json_of(e));
+                if self.body.len() >= STAGE {
+                    gz.write_all(&self.body)?;
+                    self.body.clear();
+                }
+            }
+            gz.write_all(&self.body)?;
+            self.body.clear();
+            gz.finish()?
+        } else {
+            self.body.reserve(self.last_len + self.last_len / 8);
+            for e in records {
+                self.record(e.timestamp_ns, e.doc_id, batch.json_of(e));
+            }
+            // The body goes to the HTTP client; staging starts small again.
+            std::mem::replace(&mut self.body, Vec::with_capacity(STAGE))
+        };
+        self.last_len = out.len();
+        Ok(out)
     }
 
-    /// The body to send: gzip of [`body`](Self::body) (fast level: the agent's CPU
-    /// budget matters more than the last few percent of bandwidth), or the NDJSON
-    /// itself, handed over without a copy (the encoder keeps a buffer of the same
-    /// capacity for the next request).
-    pub fn payload(&mut self, gzip: bool) -> std::io::Result<Vec<u8>> {
-        if !gzip {
-            let cap = self.body.capacity();
-            return Ok(std::mem::replace(&mut self.body, Vec::with_capacity(cap)));
-        }
-        // Log JSON compresses ~8-10x; start near that to avoid regrowing.
-        let mut gz = GzEncoder::new(Vec::with_capacity(self.body.len() / 6 + 64), Compression::fast());
-        gz.write_all(&self.body)?;
-        gz.finish()
+    fn record(&mut self, ts_ns: i64, doc_id: u128, json: &str) {
+        self.action(ts_ns, doc_id);
+        self.document(ts_ns, json);
     }
 
     fn action(&mut self, ts_ns: i64, doc_id: u128) {
@@ -161,8 +175,9 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 pub fn push_hex128(out: &mut Vec<u8>, v: u128) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 32];
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = HEX[((v >> (124 - 4 * i)) & 0xf) as usize];
+    for (pair, b) in buf.chunks_exact_mut(2).zip(v.to_be_bytes()) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 0xf) as usize];
     }
     out.extend_from_slice(&buf);
 }
@@ -181,5 +196,31 @@ mod unit {
         push_hex128(&mut v, 0x0123_4567_89ab_cdef_0000_0000_0000_00ff);
         assert_eq!(v, b"0123456789abcdef00000000000000ff");
         assert_eq!(std::str::from_utf8(&v).unwrap(), format!("{:032x}", 0x0123_4567_89ab_cdef_0000_0000_0000_00ffu128));
+    }
+
+    #[test]
+    fn gzip_is_the_same_body_compressed_in_pieces() {
+        use raylog_parsers::{classify, Correlator, FileParser, Options};
+        use std::io::Read;
+        let node = std::sync::Arc::new(crate::agent::batch::NodeIdentity::new("n".into(), None, Default::default()));
+        let mut b = Batch::new(1, node);
+        let mut text = String::new();
+        for i in 0..3000 {
+            text.push_str(&format!("[2026-11-30 09:05:35,{:03} I 1 1] a.cc:{i}: line {i} \"quoted\" é\n", i % 1000));
+        }
+        let (mut p, mut corr) = (FileParser::new(classify("raylet.out", None), None, None), Correlator::new());
+        p.push(text.as_bytes(), &mut corr, &Options::default(), &mut |r| b.push(r, 0, r.offset as u128));
+        p.finish(&mut corr, &Options::default(), &mut |r| b.push(r, 0, r.offset as u128));
+        let sel: Vec<u32> = (0..b.len() as u32).collect();
+        let mut enc = BulkEncoder::new(EsTarget::DataStream("logs-ray-default".into()));
+        let plain = enc.encode(&b, &sel, false).unwrap();
+        assert!(plain.len() > 4 * STAGE, "the body spans several staging buffers");
+        let gz = enc.encode(&b, &sel, true).unwrap();
+        let mut unzipped = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut unzipped).unwrap();
+        assert_eq!(unzipped, plain);
+        assert_eq!(plain.iter().filter(|&&c| c == b'\n').count(), 2 * b.len());
+        // The encoder is reused: the next body is the same, not appended to.
+        assert_eq!(enc.encode(&b, &sel[..2], false).unwrap().iter().filter(|&&c| c == b'\n').count(), 4);
     }
 }

@@ -138,10 +138,9 @@ impl EsSink {
 
     /// One `_bulk` request for `part`; returns the answer and the bytes sent.
     async fn post(&mut self, batch: &Batch, part: &[u32]) -> Result<(Answer, usize), SendError> {
-        self.enc.encode(batch, part);
         let payload = self
             .enc
-            .payload(self.cfg.gzip)
+            .encode(batch, part, self.cfg.gzip)
             .map_err(|e| SendError::Transient(format!("cannot compress the bulk body: {e}")))?;
         let n = payload.len();
         let mut req = self
