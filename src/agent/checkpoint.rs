@@ -210,13 +210,37 @@ impl CheckpointStore {
 
     /// Writes the checkpoints atomically: temp file, fsync, rename, fsync of the dir.
     pub fn save(&self) -> Result<(), CheckpointError> {
+        self.snapshot().write()
+    }
+
+    /// The checkpoints as they are now, ready to be written by [`Snapshot::write`]
+    /// on another thread while this store keeps advancing.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut files: Vec<&FileCheckpoint> = self.files.values().collect();
+        files.sort_by_key(|f| f.key);
+        #[derive(Serialize)]
+        struct Disk<'a> {
+            version: u32,
+            files: Vec<&'a FileCheckpoint>,
+        }
+        let body = serde_json::to_vec_pretty(&Disk { version: VERSION, files });
+        Snapshot { dir: self.dir.clone(), body: body.map_err(|e| e.to_string()) }
+    }
+}
+
+/// Serialised checkpoints and the directory they belong in.
+pub struct Snapshot {
+    dir: PathBuf,
+    body: Result<Vec<u8>, String>,
+}
+
+impl Snapshot {
+    /// Temp file, fsync, rename over `checkpoints.json`, fsync of the directory.
+    pub fn write(self) -> Result<(), CheckpointError> {
         let path = self.dir.join(FILE_NAME);
         let tmp = self.dir.join(format!("{FILE_NAME}.tmp"));
         let io = |p: &Path, source| CheckpointError::Io { path: p.display().to_string(), source };
-        let mut files: Vec<&FileCheckpoint> = self.files.values().collect();
-        files.sort_by_key(|f| f.key);
-        let disk = serde_json::json!({ "version": VERSION, "files": files });
-        let body = serde_json::to_vec_pretty(&disk).map_err(|e| io(&tmp, std::io::Error::other(e)))?;
+        let body = self.body.map_err(|e| io(&tmp, std::io::Error::other(e)))?;
         let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
         f.write_all(&body).and_then(|_| f.sync_all()).map_err(|e| io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio::task::{JoinError, JoinHandle};
 
 use crate::agent::batch::Batch;
-use crate::agent::checkpoint::{CheckpointStore, FileCheckpoint};
+use crate::agent::checkpoint::{CheckpointError, CheckpointStore, FileCheckpoint};
 use crate::agent::metrics::Metrics;
 use crate::agent::sinks::Ack;
 use crate::agent::source::Cut;
@@ -48,6 +49,11 @@ impl Dispatcher {
 }
 
 /// Applies checkpoints in batch order once every sink acknowledged; saves them.
+///
+/// Saving (two fsyncs) runs on a blocking thread, one save at a time, so a slow disk
+/// never stalls the runtime the sinks run on. Advances made while a save is under
+/// way go into the next one: checkpoints lag what was acknowledged by at most one
+/// save, so after a crash only what was in flight is sent again.
 pub async fn track_acks(
     mut pending: mpsc::UnboundedReceiver<Pending>,
     mut acks: mpsc::Receiver<Ack>,
@@ -58,6 +64,8 @@ pub async fn track_acks(
     let mut waiting: BTreeMap<u64, (usize, Vec<FileCheckpoint>)> = BTreeMap::new();
     let mut early: BTreeMap<u64, usize> = BTreeMap::new();
     let mut dirty = false;
+    let mut saving: Option<JoinHandle<Result<(), CheckpointError>>> = None;
+    let mut failing = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let (mut pending_open, mut acks_open) = (true, true);
     while pending_open || acks_open {
@@ -76,6 +84,11 @@ pub async fn track_acks(
                 },
                 None => acks_open = false,
             },
+            done = async { saving.as_mut().expect("guarded by is_some").await }, if saving.is_some() => {
+                saving = None;
+                // A failed save is tried again at the next event (at least every tick).
+                dirty |= !saved(done, &metrics, &mut failing);
+            }
             _ = tick.tick() => {}
         }
         // Apply every fully acknowledged batch at the front, in order.
@@ -88,24 +101,38 @@ pub async fn track_acks(
                 dirty = true;
             }
         }
-        // Saved at every advance: after a crash, only what was in flight is sent
-        // again (at most a batch per sink), never everything since a timer tick.
-        if dirty {
-            save(&store, &metrics);
+        if dirty && saving.is_none() {
+            let snapshot = store.snapshot();
+            saving = Some(tokio::task::spawn_blocking(move || snapshot.write()));
             dirty = false;
         }
     }
+    if let Some(s) = saving {
+        dirty |= !saved(s.await, &metrics, &mut failing);
+    }
     if dirty {
-        save(&store, &metrics);
+        let snapshot = store.snapshot();
+        saved(tokio::task::spawn_blocking(move || snapshot.write()).await, &metrics, &mut failing);
     }
     store
 }
 
-fn save(store: &CheckpointStore, metrics: &Metrics) {
-    match store.save() {
-        Ok(()) => {
+/// Counts a finished save, or logs why it failed (once per run of failures);
+/// true when saved.
+fn saved(done: Result<Result<(), CheckpointError>, JoinError>, metrics: &Metrics, failing: &mut bool) -> bool {
+    let why = match done {
+        Ok(Ok(())) => {
             metrics.checkpoints_written.fetch_add(1, Relaxed);
+            if std::mem::take(failing) {
+                tracing::info!("checkpoints saved again");
+            }
+            return true;
         }
-        Err(e) => tracing::error!(error = %e, "cannot save checkpoints; will retry"),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => format!("the checkpoint writer failed: {e}"),
+    };
+    if !std::mem::replace(failing, true) {
+        tracing::error!(error = %why, "cannot save checkpoints; retrying every second (delivery goes on, but a restart would resend more)");
     }
+    false
 }
