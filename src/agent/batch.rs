@@ -209,6 +209,11 @@ impl Batch {
         unsafe { std::str::from_utf8_unchecked(b) }
     }
 
+    /// Bytes allocated by the arenas, used or not.
+    pub fn capacity(&self) -> usize {
+        self.json.capacity() + self.text.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+
     /// Bytes held, for the buffer bound.
     pub fn bytes(&self) -> usize {
         self.json.len() + self.text.len() + self.entries.len() * std::mem::size_of::<Entry>()
@@ -333,25 +338,36 @@ impl Batch {
 /// allocating new arenas: the big buffers then live for the whole run, rather than
 /// being freed and allocated again for every batch, which fragments the heap and
 /// leaves the process holding several times the memory actually in use.
-#[derive(Clone, Default)]
-pub struct Recycler(Arc<Mutex<Vec<Batch>>>);
+#[derive(Clone)]
+pub struct Recycler {
+    pool: Arc<Mutex<Vec<Batch>>>,
+    /// Batches whose arenas grew past this many bytes are freed, not kept: an
+    /// unusually large batch must not pin its memory for the rest of the run.
+    max_capacity: usize,
+}
 
 impl Recycler {
     /// At most this many batches wait here: the reader takes one per cut.
     const KEEP: usize = 2;
 
+    pub fn new(max_capacity: usize) -> Recycler {
+        Recycler { pool: Arc::default(), max_capacity }
+    }
+
     /// Takes back `batch` if this was its last holder (the last sink to finish it).
     pub fn put(&self, batch: Arc<Batch>) {
-        if let Ok(b) = Arc::try_unwrap(batch) {
-            let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            if pool.len() < Self::KEEP {
-                pool.push(b);
-            }
+        let Ok(b) = Arc::try_unwrap(batch) else { return };
+        if b.capacity() > self.max_capacity {
+            return;
+        }
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < Self::KEEP {
+            pool.push(b);
         }
     }
 
     pub fn take(&self) -> Option<Batch> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 }
 
@@ -490,7 +506,7 @@ mod tests {
         let mut b = one_record(Needs::ALL);
         b.seq = 9;
         let (cap_json, cap_text) = (b.json.capacity(), b.text.capacity());
-        let pool = Recycler::default();
+        let pool = Recycler::new(usize::MAX);
         let shared = Arc::new(b);
         let other_sink = shared.clone();
         pool.put(shared);
@@ -502,5 +518,8 @@ mod tests {
         assert!(again.is_empty() && again.json.is_empty() && again.text.is_empty());
         assert!(again.json.capacity() >= cap_json && again.text.capacity() >= cap_text);
         assert_eq!(again.needs, Needs::ALL);
+        let small = Recycler::new(again.capacity() - 1);
+        small.put(Arc::new(again));
+        assert!(small.take().is_none(), "a batch that grew too large is freed");
     }
 }

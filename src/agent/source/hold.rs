@@ -31,8 +31,9 @@ pub struct Wait {
 pub struct HeldRecord {
     pub key: FileKey,
     pub meta: Arc<FileMeta>,
-    /// Label of the logs dir (whose node id the record may be waiting for).
-    dir: String,
+    /// Label of the logs dir (whose node id the record may be waiting for); shared
+    /// by every record a read holds.
+    dir: Arc<str>,
     pub wait: Wait,
     timestamp: Option<Timestamp>,
     timestamp_inferred: bool,
@@ -50,11 +51,11 @@ pub struct HeldRecord {
 }
 
 impl HeldRecord {
-    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: &str, wait: Wait) -> HeldRecord {
+    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: Arc<str>, wait: Wait) -> HeldRecord {
         HeldRecord {
             key,
             meta,
-            dir: dir.to_string(),
+            dir,
             wait,
             timestamp: r.timestamp,
             timestamp_inferred: r.timestamp_inferred,
@@ -125,8 +126,10 @@ pub struct Hold {
     queue: VecDeque<HeldRecord>,
 }
 
-/// Bound on held records: past it, the oldest go out untagged.
-pub const MAX_HELD: usize = 20_000;
+/// Bound on held records: past it, the oldest go out untagged. A held record owns
+/// its strings (about half a KiB), so this bounds the hold to a few MiB even when a
+/// backlog of actor output is read faster than the actors become known.
+pub const MAX_HELD: usize = 10_000;
 
 impl Hold {
     /// Whether `r` should wait: an actor worker's record (its file carried
@@ -142,12 +145,17 @@ impl Hold {
         self.queue.iter().any(|h| &h.key == key)
     }
 
-    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: &str, wait: Wait) {
+    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: Arc<str>, wait: Wait) {
         self.queue.push_back(HeldRecord::copy(r, key, meta, dir, wait));
     }
 
     pub fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Whether the hold has reached [`MAX_HELD`] and its oldest records must go.
+    pub fn is_full(&self) -> bool {
+        self.queue.len() >= MAX_HELD
     }
 
     pub fn is_empty(&self) -> bool {
@@ -162,35 +170,103 @@ impl Hold {
     /// Releases, in order, every record whose worker's actor and node (`node_of` its
     /// logs dir) are now known or no longer awaited, whose wait is over, or all of them
     /// when `force`; stops at the first record of a file that must keep waiting so
-    /// each file's order is kept.
+    /// each file's order is kept. At most `budget` records go out per call, so the
+    /// caller can cut its batch in between; returns true when it stopped there.
     pub fn release(
         &mut self,
         corr: &Correlator,
         node_of: &dyn Fn(&str) -> Option<Id>,
         force: bool,
+        budget: usize,
         out: &mut dyn FnMut(&Record<'_>, FileKey),
-    ) {
+    ) -> bool {
         let now = Instant::now();
         let mut blocked: Vec<FileKey> = vec![];
         let mut keep = VecDeque::new();
+        let mut sent = 0;
         while let Some(h) = self.queue.pop_front() {
+            if sent == budget {
+                keep.push_back(h);
+                keep.append(&mut self.queue);
+                self.queue = keep;
+                return true;
+            }
             let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
             let node = h.ids.node_id.or_else(|| node_of(&h.dir));
             let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
             let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
-            let expired = now >= h.wait.until || self.queue.len() + keep.len() >= MAX_HELD;
+            // Counting `h`: a full hold gives up its oldest until it is no longer full.
+            let expired = now >= h.wait.until || self.queue.len() + keep.len() + 1 >= MAX_HELD;
             if !blocked.contains(&h.key) && (ready || expired || force) {
                 h.emit(actor, node, out);
+                sent += 1;
             } else {
                 blocked.push(h.key);
                 keep.push_back(h);
             }
         }
         self.queue = keep;
+        false
     }
 }
 
 /// An actor worker's record (its file carried `:actor_name:`) without its actor id.
 fn awaits_actor(ids: &Ids, has_actor_name: bool, file: &FileMeta) -> bool {
     ids.actor_id.is_none() && has_actor_name && file.component == "worker"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raylog_parsers::{classify, FileParser, Options};
+
+    /// An actor worker's prints whose actor is never learned: every record waits.
+    fn held(n: usize) -> (Hold, Correlator) {
+        let name = "worker-abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2-01000000-4242.out";
+        let meta = Arc::new(classify(name, Some("session_x")));
+        let mut text = String::from(":actor_name:Counter\n");
+        for i in 0..n {
+            text.push_str(&format!("print {i}\n"));
+        }
+        let (mut hold, mut corr, opts) = (Hold::default(), Correlator::new(), Options::default());
+        let (key, dir): (FileKey, Arc<str>) = (FileKey { dev: 1, ino: 2 }, Arc::from("d"));
+        let wait = Wait { until: Instant::now() + std::time::Duration::from_secs(3600), node_until: None };
+        let mut p = FileParser::new((*meta).clone(), None, None);
+        let mut push = |r: &Record<'_>| {
+            assert!(Hold::awaits_actor(r));
+            hold.push(r, key, meta.clone(), dir.clone(), wait);
+        };
+        p.push(text.as_bytes(), &mut corr, &opts, &mut push);
+        p.finish(&mut corr, &opts, &mut push);
+        (hold, corr)
+    }
+
+    fn messages(hold: &mut Hold, corr: &Correlator, force: bool, budget: usize) -> (Vec<String>, bool) {
+        let mut out = vec![];
+        let more = hold.release(corr, &|_| None, force, budget, &mut |r, _| out.push(r.message.to_string()));
+        (out, more)
+    }
+
+    #[test]
+    fn release_stops_at_its_budget_and_keeps_the_order() {
+        let (mut hold, corr) = held(25);
+        assert_eq!(hold.len(), 25);
+        assert_eq!(messages(&mut hold, &corr, false, 10), (vec![], false), "nothing is due yet");
+        let (first, more) = messages(&mut hold, &corr, true, 10);
+        assert!(more);
+        assert_eq!(first, (0..10).map(|i| format!("print {i}")).collect::<Vec<_>>());
+        let (rest, more) = messages(&mut hold, &corr, true, 100);
+        assert!(!more && hold.is_empty());
+        assert_eq!(rest, (10..25).map(|i| format!("print {i}")).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn past_the_bound_the_oldest_go_out() {
+        let (mut hold, corr) = held(MAX_HELD + 5);
+        assert!(hold.is_full());
+        let (out, _) = messages(&mut hold, &corr, false, usize::MAX);
+        assert!(!hold.is_full(), "{} still held", hold.len());
+        assert_eq!(out.len() + hold.len(), MAX_HELD + 5);
+        assert_eq!(out, (0..out.len()).map(|i| format!("print {i}")).collect::<Vec<_>>(), "oldest first");
+    }
 }

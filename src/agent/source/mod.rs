@@ -34,6 +34,8 @@ use tail::Tailed;
 
 /// Bytes read from one file per round before moving to the next.
 const READ_BUDGET: u64 = 256 << 10;
+/// Held records released into the batch between checks for a full batch.
+const RELEASE_BUDGET: usize = 1000;
 /// How far into a raylet log its node id is looked for.
 const RAYLET_NODE_SCAN: u64 = 1 << 20;
 
@@ -294,6 +296,10 @@ impl Source {
             // Cut as soon as the batch is full, not at the end of the round: one
             // round can read megabytes, and batches must stay within max_bytes.
             self.cut(false);
+            // Likewise the hold: a backlog read at full speed fills it fast.
+            if self.hold.is_full() {
+                self.release_held(false);
+            }
         }
         self.metrics.bytes_read.fetch_add(total, Relaxed);
         total
@@ -367,20 +373,27 @@ impl Source {
     }
 
     /// Moves held records whose actor is now known (or that waited long enough)
-    /// into the batch.
+    /// into the batch, cutting it as it fills: a long wait (a sink outage, a backlog
+    /// read at full speed) can release thousands at once.
     fn release_held(&mut self, force: bool) {
         if self.hold.is_empty() {
             return;
         }
         let ts = now_ns();
         let idents: HashMap<FileKey, String> = self.files.iter_mut().map(|(k, t)| (*k, file_identity(t))).collect();
-        let (batch, dirty, nodes) = (&mut self.batch, &mut self.dirty, &self.nodes);
-        let node_of = |dir: &str| nodes.get(dir).copied().flatten();
-        self.hold.release(&self.corr, &node_of, force, &mut |r, key| {
-            let ident = idents.get(&key).cloned().unwrap_or_else(|| key.label());
-            batch.push(r, ts, doc_id(&ident, r.offset, r.message));
-            dirty.insert(key);
-        });
+        loop {
+            let (batch, dirty, nodes) = (&mut self.batch, &mut self.dirty, &self.nodes);
+            let node_of = |dir: &str| nodes.get(dir).copied().flatten();
+            let more = self.hold.release(&self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key| {
+                let ident = idents.get(&key).cloned().unwrap_or_else(|| key.label());
+                batch.push(r, ts, doc_id(&ident, r.offset, r.message));
+                dirty.insert(key);
+            });
+            if !more {
+                return;
+            }
+            self.cut(false);
+        }
     }
 
     fn update_gauges(&self) {
@@ -417,6 +430,13 @@ impl Source {
             }
         }
         self.seq += 1;
+        tracing::debug!(
+            seq = self.seq,
+            records = self.batch.len(),
+            bytes = self.batch.bytes(),
+            held = self.hold.len(),
+            "batch cut"
+        );
         let next = match self.recycler.take() {
             Some(b) => b.reuse(self.seq),
             None => Batch::sized_like(self.seq, &self.batch),
