@@ -197,8 +197,9 @@ pub fn check_archive(live: &[Doc], archive: &[Doc], failures: &mut Vec<String>) 
     let only_archive: Vec<&Value> = archive.iter().filter(|(k, _)| !live.contains_key(*k)).map(|(_, v)| v).collect();
     if !only_live.is_empty() || !only_archive.is_empty() {
         failures.push(format!(
-            "live vs --once: {} documents only live, {} only in the archive run, e.g. {:?}",
+            "live vs --once: {} documents only live, e.g. {:?}; {} only in the archive run, e.g. {:?}",
             only_live.len(),
+            only_live.iter().take(3).map(|k| &live[*k]).collect::<Vec<_>>(),
             only_archive.len(),
             only_archive.iter().take(3).collect::<Vec<_>>()
         ));

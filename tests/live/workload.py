@@ -70,8 +70,20 @@ def start_ray(temp_dir, dashboard_port=None):
 def stop_ray(temp_dir):
     """Stops only this test's cluster: `ray stop` would stop every Ray on the machine
     (a developer's, or another test run's). Ray's daemons name the temp dir on their
-    command line; workers exit by themselves once their raylet is gone."""
+    command line. Drivers do not (a Jobs API entrypoint is `python workload.py ...`),
+    and one that outlives its raylet keeps logging for a minute until its GCS client
+    gives up; they are found by the log files they hold open in the temp dir. Only
+    Python processes are taken that way: the agent under test holds those files too."""
     import signal
+
+    def holds_file_in(pid):
+        try:
+            if not os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python"):
+                return False
+            return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(temp_dir + "/")
+                       for fd in os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            return False
 
     def ours():
         pids = []
@@ -81,7 +93,7 @@ def stop_ray(temp_dir):
                     cmd = f.read()
             except OSError:
                 continue
-            if temp_dir.encode() in cmd and int(pid) != os.getpid():
+            if int(pid) != os.getpid() and (temp_dir.encode() in cmd or holds_file_in(pid)):
                 pids.append(int(pid))
         return pids
 
