@@ -50,8 +50,9 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     let per_sink = (cfg.batch.max_buffer_bytes / cfg.batch.max_bytes.max(1) / 8).max(1);
     let (ack_tx, ack_rx) = mpsc::channel(1024);
     let dead = DeadLetter::new(&cfg.source.state_dir);
-    // A batch is cut soon after reaching max_bytes; one that overshot far is freed.
-    let recycler = Recycler::new(2 * cfg.batch.max_bytes);
+    // A batch is cut soon after reaching max_bytes, but its arenas grow by doubling,
+    // so a normal batch may have reserved twice that; one that overshot far is freed.
+    let recycler = Recycler::new(4 * cfg.batch.max_bytes);
     let mut sink_txs = vec![];
     let mut sink_tasks = vec![];
     for (index, sc) in cfg.sinks.iter().enumerate() {

@@ -129,7 +129,7 @@ pub struct Hold {
 /// Bound on held records: past it, the oldest go out untagged. A held record owns
 /// its strings (about half a KiB), so this bounds the hold to a few MiB even when a
 /// backlog of actor output is read faster than the actors become known.
-pub const MAX_HELD: usize = 10_000;
+pub const MAX_HELD: usize = 5_000;
 
 impl Hold {
     /// Whether `r` should wait: an actor worker's record (its file carried
