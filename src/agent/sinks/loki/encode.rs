@@ -299,7 +299,7 @@ impl LokiEncoder {
                 .filter_map(|m| METADATA_FIELDS.iter().find(|f| *f == m))
                 .filter_map(|name| Some(Meta::new(name, Field::parse(name)?)))
                 .fold(Vec::new(), |mut v: Vec<Meta>, m| {
-                    // At most one of each: `write_entry` keeps a value per field.
+                    // At most one of each: a name listed twice would be sent twice per entry.
                     if !v.iter().any(|x| x.name == m.name) {
                         v.push(m);
                     }
@@ -714,6 +714,21 @@ mod pb {
                 // int64: negative values are their two's complement, ten bytes.
                 varint(out, v as u64);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn every_metadata_name_fits_its_prefix_block() {
+        for name in METADATA_FIELDS {
+            let m = Meta::new(name, Field::parse(name).expect("a record field"));
+            let mut want = vec![];
+            pb::str_field(&mut want, 1, name.as_bytes());
+            assert_eq!(&m.name_field[..m.name_field_len()], &want[..], "{name}");
         }
     }
 }
