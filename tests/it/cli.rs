@@ -470,3 +470,39 @@ fn invalid_utf8_and_giant_lines() {
     );
     assert!(r.stderr.to_lowercase().contains("utf-8"), "{}", r.stderr);
 }
+
+/// `raylog ship --once | head -1`: once stdout's reader is gone there is nobody to
+/// deliver to, so the agent exits quietly instead of retrying the write forever.
+#[test]
+fn ship_to_a_closed_stdout_exits() {
+    use std::io::BufRead;
+    let tmp = TempDir::new("ship-head");
+    let cfg = tmp.0.join("raylog.toml");
+    let paths = serde_json::to_string(&[fixture("ray-2.60-text")]).unwrap();
+    let state = serde_json::to_string(&tmp.0.join("state")).unwrap();
+    std::fs::write(&cfg, format!("[source]\npaths = {paths}\nstate_dir = {state}\n[api]\naddress = \"\"\n")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_raylog"))
+        .args(["ship", "--once", "--config"])
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with('{'), "{first}");
+    // The reader (and the pipe) dropped here; 451 records do not fit in the pipe.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("raylog ship kept running after its stdout was closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}

@@ -2,7 +2,10 @@
 //!
 //! The default sink when none is configured, so `raylog ship` runs on a laptop with
 //! nothing else installed. Writes are synchronous and flushed per batch: a batch is
-//! acknowledged only once its bytes are handed to the OS.
+//! acknowledged only once its bytes are handed to the OS. When stdout's reader goes
+//! away (`raylog ship --once | head`), there is nobody left to deliver to: the agent
+//! exits quietly, as other Unix tools do, and the unacknowledged batches keep their
+//! checkpoints back for the next run.
 
 use std::io::Write;
 use std::path::Path;
@@ -14,17 +17,18 @@ use crate::agent::batch::Batch;
 pub struct StdoutSink {
     out: Box<dyn Write + Send>,
     buf: Vec<u8>,
+    is_stdout: bool,
 }
 
 impl StdoutSink {
     pub fn stdout() -> StdoutSink {
-        StdoutSink { out: Box::new(std::io::stdout()), buf: Vec::new() }
+        StdoutSink { out: Box::new(std::io::stdout()), buf: Vec::new(), is_stdout: true }
     }
 
     /// Appends to `path`, creating it.
     pub fn file(path: &Path) -> std::io::Result<StdoutSink> {
         let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(StdoutSink { out: Box::new(f), buf: Vec::new() })
+        Ok(StdoutSink { out: Box::new(f), buf: Vec::new(), is_stdout: false })
     }
 
     pub fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
@@ -37,10 +41,14 @@ impl StdoutSink {
             Some(o) => o.iter().for_each(|&i| push(i as usize)),
             None => (0..batch.len()).for_each(push),
         }
-        self.out
-            .write_all(&self.buf)
-            .and_then(|_| self.out.flush())
-            .map_err(|e| SendError::Transient(format!("write failed: {e}")))?;
+        let written = self.out.write_all(&self.buf).and_then(|_| self.out.flush());
+        if let Err(e) = written {
+            if self.is_stdout && e.kind() == std::io::ErrorKind::BrokenPipe {
+                tracing::info!("stdout was closed by its reader; stopping");
+                std::process::exit(0);
+            }
+            return Err(SendError::Transient(format!("write failed: {e}")));
+        }
         Ok((Delivery::default(), self.buf.len()))
     }
 }
