@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::correlate::node_id_from_raylet;
 use raylog_parsers::{classify, Correlator, Id};
 
-use crate::agent::batch::{doc_id, Batch, NodeIdentity, Recycler};
+use crate::agent::batch::{doc_id_from, doc_id_seed, Batch, NodeIdentity, Recycler};
 use crate::agent::checkpoint::{unix_now, CheckpointStore, FileCheckpoint, FileKey, Fingerprint, SavedContext};
 use crate::agent::config::{Config, StartAt};
 use crate::agent::metrics::Metrics;
@@ -380,13 +380,15 @@ impl Source {
             return;
         }
         let ts = now_ns();
-        let idents: HashMap<FileKey, String> = self.files.iter_mut().map(|(k, t)| (*k, file_identity(t))).collect();
+        // Each file's id seed once per call, as the router does per read.
+        let seeds: HashMap<FileKey, u128> =
+            self.files.iter_mut().map(|(k, t)| (*k, doc_id_seed(&file_identity(t)))).collect();
         loop {
             let (batch, dirty, nodes) = (&mut self.batch, &mut self.dirty, &self.nodes);
             let node_of = |dir: &str| nodes.get(dir).copied().flatten();
             let more = self.hold.release(&self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key| {
-                let ident = idents.get(&key).cloned().unwrap_or_else(|| key.label());
-                batch.push(r, ts, doc_id(&ident, r.offset, r.message));
+                let seed = seeds.get(&key).copied().unwrap_or_else(|| doc_id_seed(&key.label()));
+                batch.push(r, ts, doc_id_from(seed, r.offset, r.message));
                 dirty.insert(key);
             });
             if !more {
