@@ -14,10 +14,18 @@ use std::path::PathBuf;
 use raylog_parsers::{classify, Correlator, FileParser, Id, Record, Timestamp};
 
 use crate::discover::{split_archive_path, Archive};
-use crate::scan::{for_each_line_chunk, prescan_bytes, read_error, wanted_by_prescan, ScanConfig, ScanReport};
+use crate::scan::{
+    for_each_line_chunk, prescan_bytes, read_error, wanted_by_prescan, Prescanned, ScanConfig, ScanReport,
+};
 
-/// (archive, logs-dir prefix inside it) → node id.
-pub type ArchiveNodes = HashMap<(PathBuf, String), Id>;
+/// What pass one learned about an archive's entries.
+#[derive(Debug, Default)]
+pub struct ArchiveFacts {
+    /// (archive, logs-dir prefix inside it) → node id.
+    pub nodes: HashMap<(PathBuf, String), Id>,
+    /// (archive, entry path) → the entry's time hint (see `FileParser::set_time_hint`).
+    pub hints: HashMap<(PathBuf, String), Timestamp>,
+}
 
 fn open(a: &Archive) -> io::Result<tar::Archive<Box<dyn Read>>> {
     let f = BufReader::new(File::open(&a.path)?);
@@ -26,7 +34,7 @@ fn open(a: &Archive) -> io::Result<tar::Archive<Box<dyn Read>>> {
 }
 
 /// Pass one over an archive: correlation and node ids.
-pub fn prescan(a: &Archive, corr: &mut Correlator, nodes: &mut ArchiveNodes) -> io::Result<()> {
+pub fn prescan(a: &Archive, corr: &mut Correlator, facts: &mut ArchiveFacts) -> io::Result<()> {
     let mut ar = open(a)?;
     for entry in ar.entries()? {
         let entry = entry?;
@@ -39,10 +47,14 @@ pub fn prescan(a: &Archive, corr: &mut Correlator, nodes: &mut ArchiveNodes) -> 
         if !wanted_by_prescan(&meta) {
             continue;
         }
-        let mut node = nodes.get(&(a.path.clone(), prefix.clone())).copied();
-        for_each_line_chunk(decompressed(entry, &rel), |c| prescan_bytes(&meta, c, corr, &mut node))?;
-        if let Some(n) = node {
-            nodes.insert((a.path.clone(), prefix), n);
+        let node = facts.nodes.get(&(a.path.clone(), prefix.clone())).copied();
+        let mut found = Prescanned { node, ..Prescanned::default() };
+        for_each_line_chunk(decompressed(entry, &rel), |c| prescan_bytes(&meta, c, corr, &mut found))?;
+        if let Some(n) = found.node {
+            facts.nodes.insert((a.path.clone(), prefix), n);
+        }
+        if let Some(t) = found.time_hint {
+            facts.hints.insert((a.path.clone(), path), t);
         }
     }
     Ok(())
@@ -61,7 +73,7 @@ pub fn parse(
     a: &Archive,
     cfg: &ScanConfig,
     corr: &mut Correlator,
-    nodes: &ArchiveNodes,
+    facts: &ArchiveFacts,
     report: &mut ScanReport,
     progress: &mut dyn FnMut(u64),
     on_record: &mut dyn FnMut(&Record<'_>),
@@ -76,9 +88,10 @@ pub fn parse(
         let mtime = cfg.fixed_mtime.or_else(|| entry.header().mtime().ok().map(|s| Timestamp::from_secs(s as i64)));
         let (prefix, rel, session) = split_archive_path(&path);
         let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
-        let node = nodes.get(&(a.path.clone(), prefix)).copied();
+        let node = facts.nodes.get(&(a.path.clone(), prefix)).copied();
         let label = format!("{}:{}", a.path.display(), path);
         let mut parser = FileParser::new(meta, node, mtime);
+        parser.set_time_hint(facts.hints.get(&(a.path.clone(), path.clone())).copied());
         let result = for_each_line_chunk(decompressed(entry, &rel), |c| {
             progress(c.len() as u64);
             parser.push(c, corr, &cfg.opts, on_record);

@@ -108,11 +108,36 @@ fn line_chunks(mut reader: impl Read, buf: &mut [u8], mut f: impl FnMut(&[u8])) 
     }
 }
 
-pub(crate) fn prescan_bytes(meta: &FileMeta, chunk: &[u8], corr: &mut Correlator, node: &mut Option<Id>) {
+/// What pass one learns about a file besides correlation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Prescanned {
+    /// The node id a raylet log announces.
+    pub node: Option<Id>,
+    /// The time of a worker file's first line that has one, within its first
+    /// [`TIME_HINT_WINDOW`] bytes (see `FileParser::set_time_hint`).
+    pub time_hint: Option<Timestamp>,
+    /// Bytes of the file seen so far.
+    pub seen: u64,
+}
+
+/// How far into a worker file its first timed line is looked for: a fixed window,
+/// so the hint is the same however the file is read.
+pub const TIME_HINT_WINDOW: u64 = 64 << 10;
+
+pub(crate) fn prescan_bytes(meta: &FileMeta, chunk: &[u8], corr: &mut Correlator, found: &mut Prescanned) {
     corr.prescan(meta, chunk);
-    if meta.component == "raylet" && node.is_none() {
-        *node = node_id_from_raylet(chunk);
+    if meta.component == "raylet" && found.node.is_none() {
+        found.node = node_id_from_raylet(chunk);
     }
+    if meta.component == "worker" && found.time_hint.is_none() && found.seen < TIME_HINT_WINDOW {
+        let window = &chunk[..chunk.len().min((TIME_HINT_WINDOW - found.seen) as usize)];
+        // Only whole lines: one cut by the window's end is not looked at.
+        let whole = memchr::memrchr(b'\n', window).map_or(&window[..0], |nl| &window[..nl]);
+        found.time_hint = whole
+            .split(|&b| b == b'\n')
+            .find_map(|line| raylog_parsers::formats::line_time(meta.kind, line, corr.zone()));
+    }
+    found.seen += chunk.len() as u64;
 }
 
 /// Whether pass one needs this file.
@@ -121,11 +146,12 @@ pub(crate) fn wanted_by_prescan(meta: &FileMeta) -> bool {
 }
 
 /// How much of a file pass one reads: worker files carry their markers at the top
-/// and raylet announces its node id at start-up; core-worker and GCS logs are read
-/// whole because the lines naming actors can be anywhere.
+/// (and the first 64 KiB are searched for a time, see [`Prescanned::time_hint`]),
+/// raylet announces its node id at start-up; core-worker and GCS logs are read whole
+/// because the lines naming actors can be anywhere.
 pub(crate) fn prescan_limit(meta: &FileMeta) -> u64 {
     match meta.component.as_str() {
-        "worker" => 4096,
+        "worker" => TIME_HINT_WINDOW,
         "raylet" => 1 << 20,
         _ => u64::MAX,
     }
@@ -164,28 +190,31 @@ pub fn scan(
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> ScanReport {
     let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
-    let mut corr = Correlator::new();
+    let mut corr = Correlator::with_zone(cfg.opts.zone.clone());
     let mut nodes: Vec<Option<Id>> = vec![None; disc.dirs.len()];
+    let mut hints: Vec<Option<Timestamp>> = vec![None; disc.files.len()];
     let metas: Vec<FileMeta> = disc.files.iter().map(|f| meta_of(disc, f, cfg)).collect();
-    for (f, meta) in disc.files.iter().zip(&metas) {
+    for (i, (f, meta)) in disc.files.iter().zip(&metas).enumerate() {
         if !wanted_by_prescan(meta) || f.source == Source::Stdin {
             continue;
         }
         if let Ok(r) = open(&f.source) {
-            let node = &mut nodes[f.dir];
-            let _ = for_each_line_chunk(r.take(prescan_limit(meta)), |c| prescan_bytes(meta, c, &mut corr, node));
+            let mut found = Prescanned { node: nodes[f.dir], ..Prescanned::default() };
+            let _ = for_each_line_chunk(r.take(prescan_limit(meta)), |c| prescan_bytes(meta, c, &mut corr, &mut found));
+            (nodes[f.dir], hints[i]) = (found.node, found.time_hint);
         }
     }
-    let mut archive_nodes = crate::archive::ArchiveNodes::new();
+    let mut archive_facts = crate::archive::ArchiveFacts::default();
     for a in &disc.archives {
-        if let Err(e) = crate::archive::prescan(a, &mut corr, &mut archive_nodes) {
+        if let Err(e) = crate::archive::prescan(a, &mut corr, &mut archive_facts) {
             report.failures.push((a.path.display().to_string(), e.to_string()));
         }
     }
-    for (f, meta) in disc.files.iter().zip(metas) {
+    for ((f, meta), hint) in disc.files.iter().zip(metas).zip(hints) {
         let label = source_label(f);
         let mtime = cfg.fixed_mtime.or_else(|| mtime_of(f));
         let mut parser = FileParser::new(meta, nodes[f.dir], mtime);
+        parser.set_time_hint(hint);
         let result = open(&f.source).and_then(|r| {
             for_each_line_chunk(r, |c| {
                 progress(c.len() as u64);
@@ -199,7 +228,7 @@ pub fn scan(
         report.add(&label, parser.stats());
     }
     for a in &disc.archives {
-        if let Err(e) = crate::archive::parse(a, cfg, &mut corr, &archive_nodes, &mut report, progress, on_record) {
+        if let Err(e) = crate::archive::parse(a, cfg, &mut corr, &archive_facts, &mut report, progress, on_record) {
             report.failures.push((a.path.display().to_string(), e.to_string()));
         }
     }
@@ -227,6 +256,3 @@ fn meta_of(disc: &Discovered, f: &LogFile, cfg: &ScanConfig) -> FileMeta {
     }
     classify(&f.rel, dir.session.as_deref())
 }
-
-/// Prefix → node id of the logs dirs inside archives.
-pub type ArchiveNodes = std::collections::HashMap<(std::path::PathBuf, String), Id>;

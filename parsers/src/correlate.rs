@@ -11,6 +11,12 @@
 //! search before any file is parsed, so reparsing a directory gives the same answer
 //! whatever order files come in. The live agent instead learns as records stream by
 //! ([`Correlator::learn`]) and holds unmatched worker output briefly.
+//!
+//! It also keeps each worker's latest time: the newest record of its core-worker log
+//! (which dumps its event stats every minute while the worker lives). Worker output
+//! without a time of its own is dated from it (see `parser`), so the estimate is the
+//! same whatever order files are read in: the maximum over a file's header lines is
+//! what the prescan finds and what learning record by record ends at.
 
 use std::collections::HashMap;
 
@@ -18,6 +24,7 @@ use crate::classify::FileMeta;
 use crate::id::{Id, IdMapState, ACTOR_HEX, WORKER_HEX};
 use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::Ids;
+use crate::time::{Timestamp, Zone};
 
 /// What has been learned about workers and nodes.
 #[derive(Debug, Default, Clone)]
@@ -27,6 +34,10 @@ pub struct Correlator {
     job_of_worker: HashMap<Id, Id, IdMapState>,
     /// From `:actor_name:` markers (the actor's class).
     class_of_worker: HashMap<Id, String, IdMapState>,
+    /// The newest time in each worker's core-worker log.
+    time_of_worker: HashMap<Id, Timestamp, IdMapState>,
+    /// Zone of naive times, for the times read by [`Correlator::prescan`].
+    zone: Zone,
 }
 
 /// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
@@ -42,6 +53,29 @@ const HOSTING_PHRASES: [&str; 5] = [
 impl Correlator {
     pub fn new() -> Correlator {
         Correlator::default()
+    }
+
+    /// A correlator that reads naive times in `zone` (as the parsers do).
+    pub fn with_zone(zone: Zone) -> Correlator {
+        Correlator { zone, ..Correlator::default() }
+    }
+
+    /// The zone naive times are read in.
+    pub fn zone(&self) -> &Zone {
+        &self.zone
+    }
+
+    /// The newest time seen in `worker`'s core-worker log, if any.
+    #[inline]
+    pub fn worker_time(&self, worker: &Id) -> Option<Timestamp> {
+        self.time_of_worker.get(worker).copied()
+    }
+
+    /// Notes a time of `worker`'s core-worker log (only a newer one changes anything).
+    #[inline]
+    pub fn note_worker_time(&mut self, worker: Id, t: Timestamp) {
+        let slot = self.time_of_worker.entry(worker).or_insert(t);
+        *slot = (*slot).max(t);
     }
 
     /// The actor a worker hosts, if known.
@@ -100,9 +134,13 @@ impl Correlator {
     }
 
     /// Learns from one parsed record of `file` (called by the parser for every record).
-    /// `ids` are the ids found in the record's own text, before file context is added.
+    /// `ids` are the ids found in the record's own text, before file context is added;
+    /// `own_time` is the time written on the record, if any.
     #[inline]
-    pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids) -> bool {
+    pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids, own_time: Option<Timestamp>) -> bool {
+        if let (Some(t), Some(w), "core_worker") = (own_time, file.worker_id, file.component.as_str()) {
+            self.note_worker_time(w, t);
+        }
         let Some(actor) = ids.actor_id else {
             return false;
         };
@@ -134,6 +172,9 @@ impl Correlator {
         match file.component.as_str() {
             "core_worker" => {
                 let Some(w) = file.worker_id else { return };
+                if let Some(t) = newest_time(file, bytes, &self.zone) {
+                    self.note_worker_time(w, t);
+                }
                 for pos in memchr::memmem::find_iter(bytes, b"Creating actor") {
                     let line = line_at(bytes, pos);
                     let mut ids = Ids::default();
@@ -167,7 +208,21 @@ impl Correlator {
     }
 }
 
-/// The line (from `pos` to its newline) around a match.
+/// The newest time written on a header line of `bytes` (every header line starts a
+/// record, so this is the newest record time the parser will find there).
+fn newest_time(file: &FileMeta, bytes: &[u8], zone: &Zone) -> Option<Timestamp> {
+    let mut newest = None;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |e| start + e);
+        if let Some(t) = crate::formats::line_time(file.kind, &bytes[start..end], zone) {
+            newest = newest.max(Some(t));
+        }
+        start = end + 1;
+    }
+    newest
+}
+
 /// The whole line around a match at `pos`.
 fn line_at(bytes: &[u8], pos: usize) -> &str {
     let start = memchr::memrchr(b'\n', &bytes[..pos]).map_or(0, |s| s + 1);

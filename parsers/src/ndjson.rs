@@ -186,6 +186,9 @@ pub fn write_record(out: &mut Vec<u8>, rec: &Record<'_>) {
     if rec.timestamp_inferred {
         out.extend_from_slice(b",\"timestamp_inferred\":true");
     }
+    if rec.timestamp_estimated {
+        out.extend_from_slice(b",\"timestamp_estimated\":true");
+    }
     if let Some(l) = rec.level {
         sep(out);
         out.extend_from_slice(level_member(l));

@@ -186,8 +186,12 @@ impl Ids {
 #[derive(Clone, Debug)]
 pub struct Record<'a> {
     pub timestamp: Option<Timestamp>,
-    /// True when the time was inherited from the previous record or the file's mtime.
+    /// True when the time is not written on the record: inherited from the previous
+    /// record of the file that had one, estimated, or the file's mtime.
     pub timestamp_inferred: bool,
+    /// True when the time was estimated from the file's first timed line or from the
+    /// worker's core-worker log (see `parser`).
+    pub timestamp_estimated: bool,
     pub level: Option<Level>,
     pub message: &'a str,
     /// Classification of the file the record came from (component, stream, path).

@@ -6,9 +6,9 @@
 //! traces need one pass. `--context N` keeps, per file, a ring of the last N records
 //! that were not selected, and emits them when a selected ERROR/FATAL follows.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
-use raylog_parsers::{Id, Record, Timestamp};
+use raylog_parsers::Record;
 
 use super::entry::Entry;
 use super::select::{Kind, Knowledge, Target};
@@ -31,9 +31,6 @@ struct Collector<'a> {
     knowledge: Knowledge,
     context: usize,
     file: Option<(String, Option<String>, u64)>,
-    /// Whether the current file has had a record with a time of its own yet: before
-    /// that, inferred times are the file's mtime, which trace may improve on.
-    seen_timed: bool,
     /// The last `context` records of the current file; `None` for ones already kept.
     ring: VecDeque<Option<Entry>>,
     entries: Vec<Entry>,
@@ -50,7 +47,6 @@ impl Collector<'_> {
         });
         if !same {
             self.ring.clear();
-            self.seen_timed = false;
             self.file = Some((r.file.rel_path.clone(), r.file.session.clone(), r.offset));
         } else if let Some(f) = &mut self.file {
             f.2 = r.offset;
@@ -59,17 +55,13 @@ impl Collector<'_> {
 
     fn on_record(&mut self, r: &Record<'_>) {
         self.track_file(r);
-        let from_mtime = !self.seen_timed;
-        if r.timestamp.is_some() && !r.timestamp_inferred {
-            self.seen_timed = true;
-        }
         self.knowledge.observe(self.target, r);
         let selected = self.knowledge.selects(self.target, r);
         if !selected && self.context == 0 {
             return;
         }
         self.seq += 1;
-        let entry = Entry::from_record(r, from_mtime, self.seq, &mut self.buf);
+        let entry = Entry::from_record(r, self.seq, &mut self.buf);
         if !selected {
             self.push_ring(Some(entry));
             return;
@@ -125,7 +117,6 @@ pub fn collect(
         knowledge,
         context,
         file: None,
-        seen_timed: false,
         ring: VecDeque::with_capacity(context + 1),
         entries: vec![],
         seq: 0,
@@ -133,37 +124,6 @@ pub fn collect(
     };
     let report = scan(disc, cfg, progress, &mut |r| c.on_record(r));
     let mut entries = c.entries;
-    estimate_times(&mut entries);
     entries.sort_by_key(|e| (e.timestamp, e.seq));
     Collected { entries, knowledge: c.knowledge, report }
-}
-
-/// Lines that never had a time got their file's mtime: when the file was last
-/// written, or copied, often long after the worker died, so an actor's prints would
-/// sort after its restart. The worker's own timed records bound when it can have
-/// written: such lines are clamped into that span (a print's mtime inside it is
-/// kept) and flagged `timestamp_estimated` when moved.
-fn estimate_times(entries: &mut [Entry]) {
-    let mut own: HashMap<Id, (Timestamp, Timestamp)> = HashMap::new();
-    let mut any: HashMap<Id, (Timestamp, Timestamp)> = HashMap::new();
-    let widen = |m: &mut HashMap<Id, (Timestamp, Timestamp)>, w: Id, t: Timestamp| {
-        let span = m.entry(w).or_insert((t, t));
-        *span = (span.0.min(t), span.1.max(t));
-    };
-    for e in entries.iter().filter(|e| !e.inferred) {
-        let (Some(w), Some(t)) = (e.ids.worker_id, e.timestamp) else { continue };
-        widen(&mut any, w, t);
-        if e.in_worker_file() {
-            widen(&mut own, w, t);
-        }
-    }
-    for e in entries.iter_mut().filter(|e| e.from_mtime) {
-        let Some(w) = e.ids.worker_id else { continue };
-        let Some(&(first, last)) = own.get(&w).or_else(|| any.get(&w)) else { continue };
-        let placed = e.timestamp.map_or(last, |t| t.clamp(first, last));
-        if e.timestamp != Some(placed) {
-            e.timestamp = Some(placed);
-            e.estimated = true;
-        }
-    }
 }

@@ -15,9 +15,8 @@ pub struct Entry {
     pub timestamp: Option<Timestamp>,
     /// The line had no time of its own (see the record schema).
     pub inferred: bool,
-    /// The time came from the file's mtime: no earlier record of the file had a time.
-    pub from_mtime: bool,
-    /// The trace moved the time to the last timed record of the same worker.
+    /// The time was estimated from the file's next timed line or the worker's
+    /// core-worker log (`timestamp_estimated` in the record schema).
     pub estimated: bool,
     pub level: Option<Level>,
     pub message: String,
@@ -75,7 +74,7 @@ fn body_of(json: &[u8], has_timestamp: bool) -> String {
 
 impl Entry {
     /// Copies what the trace needs out of `r`. `buf` is a reused scratch buffer.
-    pub fn from_record(r: &Record<'_>, from_mtime: bool, seq: u64, buf: &mut Vec<u8>) -> Entry {
+    pub fn from_record(r: &Record<'_>, seq: u64, buf: &mut Vec<u8>) -> Entry {
         buf.clear();
         write_record(buf, r);
         let event_data = match r.fields.get("event_data") {
@@ -85,8 +84,7 @@ impl Entry {
         Entry {
             timestamp: r.timestamp,
             inferred: r.timestamp_inferred,
-            from_mtime: from_mtime && r.timestamp_inferred,
-            estimated: false,
+            estimated: r.timestamp_estimated,
             level: r.level,
             message: r.message.to_string(),
             component: r.component().to_string(),
@@ -124,7 +122,7 @@ impl Entry {
     }
 
     /// Appends the record as one JSON object (no newline): the NDJSON schema, plus
-    /// `timestamp_estimated` and `context` when they apply.
+    /// `context` when it applies.
     pub fn write_json(&self, out: &mut String) {
         out.push('{');
         if let Some(t) = self.timestamp {
@@ -133,9 +131,6 @@ impl Entry {
             out.push_str("\",");
         }
         out.push_str(&self.body);
-        if self.estimated {
-            out.push_str(",\"timestamp_estimated\":true");
-        }
         if self.context {
             out.push_str(",\"context\":true");
         }

@@ -1,9 +1,8 @@
 //! `--format json`: one document, `{"summary": {...}, "records": [...]}`.
 //!
 //! Records are the NDJSON record objects of `raylog parse` (one per line inside the
-//! array), plus `"context": true` on `--context` records and
-//! `"timestamp_estimated": true` where trace placed a time-less line (see
-//! [`super::collect`]). Absent summary members are left out, as in records.
+//! array), plus `"context": true` on `--context` records. Absent summary members
+//! are left out, as in records.
 //!
 //! Summary members, after `kind` (`actor`, `task`, `job`, `worker`):
 //! - actor: `actor_id`, `class`, `name`, `job_id`, `state`, `restarts`,

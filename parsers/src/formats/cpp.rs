@@ -11,6 +11,18 @@ use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::{FieldValue, Level};
 use crate::time::parse_civil;
 
+/// The time of a C++ header line, with the checks [`parse`] makes before it trusts
+/// the header (` L pid tid]` after the time).
+pub fn header_time(line: &[u8], zone: &crate::time::Zone) -> Option<crate::time::Timestamp> {
+    let (civil, n) = parse_civil(line.get(1..)?)?;
+    let i = 1 + n;
+    if line.get(i) != Some(&b' ') || Level::from_letter(*line.get(i + 1)?).is_none() {
+        return None;
+    }
+    memchr::memchr(b']', &line[i + 2..])?;
+    zone.to_utc(civil)
+}
+
 /// Parses one C++ record. Returns false when the header is malformed.
 pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     let b = text.as_bytes();

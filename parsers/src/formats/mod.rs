@@ -138,6 +138,22 @@ impl LineFormat {
     }
 }
 
+/// The time a record whose first line is `line` would carry, without parsing the
+/// rest of it: the fast path of the C++ header (the same checks as [`cpp::parse`]),
+/// else a full parse of the line. `None` for lines without a time of their own.
+pub fn line_time(kind: FileKind, line: &[u8], zone: &Zone) -> Option<Timestamp> {
+    match LineFormat::detect(kind, line) {
+        LineFormat::Cpp => cpp::header_time(line, zone),
+        LineFormat::Plain => None,
+        fmt => {
+            let text = std::str::from_utf8(line).ok()?;
+            let (mut scratch, mut d) = (String::new(), Draft::default());
+            parse(fmt, text, &mut scratch, &ParseCtx { zone, kind }, &mut d);
+            d.timestamp
+        }
+    }
+}
+
 /// Inputs a format parser may need besides the text.
 pub struct ParseCtx<'s> {
     pub zone: &'s Zone,

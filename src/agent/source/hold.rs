@@ -37,6 +37,7 @@ pub struct HeldRecord {
     pub wait: Wait,
     timestamp: Option<Timestamp>,
     timestamp_inferred: bool,
+    timestamp_estimated: bool,
     level: Option<Level>,
     message: String,
     offset: u64,
@@ -59,6 +60,7 @@ impl HeldRecord {
             wait,
             timestamp: r.timestamp,
             timestamp_inferred: r.timestamp_inferred,
+            timestamp_estimated: r.timestamp_estimated,
             level: r.level,
             message: r.message.to_string(),
             offset: r.offset,
@@ -104,6 +106,7 @@ impl HeldRecord {
         let rec = Record {
             timestamp: self.timestamp,
             timestamp_inferred: self.timestamp_inferred,
+            timestamp_estimated: self.timestamp_estimated,
             level: self.level,
             message: &self.message,
             file: &self.meta,

@@ -89,13 +89,13 @@ impl Source {
             Arc::new(NodeIdentity::new(cfg.node.name.clone(), cfg.node.cluster.clone(), cfg.node.labels.clone()));
         Source {
             batch: Batch::new(0, node).needing(cfg.batch_needs()),
+            corr: Correlator::with_zone(cfg.source.parse.zone.clone()),
             cfg,
             out,
             recycler,
             metrics,
             shutdown,
             once,
-            corr: Correlator::new(),
             files: HashMap::new(),
             nodes: HashMap::new(),
             node_wait: HashMap::new(),
@@ -250,10 +250,11 @@ impl Source {
         use std::io::Read;
         let limit = t.size.min(crate::scan::prescan_limit(&t.meta));
         if let Ok(f) = std::fs::File::open(&t.path) {
-            let mut node = None;
+            let mut found = crate::scan::Prescanned::default();
             let _ = crate::scan::for_each_line_chunk(f.take(limit), |c| {
-                crate::scan::prescan_bytes(&t.meta, c, &mut self.corr, &mut node)
+                crate::scan::prescan_bytes(&t.meta, c, &mut self.corr, &mut found)
             });
+            t.parser.set_time_hint(found.time_hint);
         }
     }
 

@@ -20,7 +20,8 @@ const SESSION: &str = "session_2026-11-30_09-31-29_637100_6988";
 const WID: &str = "d361d2f5cf595a2fc4000787fc546f9695478a0a0532d84be46f5093";
 
 /// A few files of a Ray 2.x session: raylet, a core-worker log naming its actor, the
-/// actor's stdout (no timestamps: dated "now") and a dashboard Python log.
+/// actor's stdout (no timestamps: dated from its core-worker log), a dashboard Python
+/// log, and free text in `raylet.err` (no time anywhere: dated "now").
 fn ray_files() -> Vec<(String, String)> {
     vec![
         (
@@ -47,6 +48,7 @@ fn ray_files() -> Vec<(String, String)> {
              2026-11-30 09:31:31,174\tWARNING head.py:262 -- DashboardHeadModules to load: None.\n"
                 .into(),
         ),
+        ("raylet.err".into(), "free text without any time\n".into()),
     ]
 }
 

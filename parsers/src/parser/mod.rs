@@ -8,6 +8,19 @@
 //! arrive or the caller says the file is complete ([`FileParser::finish`]) or idle
 //! ([`FileParser::flush`]). Buffers are reused: steady-state parsing allocates nothing
 //! per line.
+//!
+//! Records without a time of their own (prints, bare tracebacks) are dated: from the
+//! previous record of the file that had one; before any, from the file's first line
+//! with a time (a hint its reader finds, see [`FileParser::set_time_hint`]) or the
+//! newest time of the worker's core-worker log ([`Correlator::worker_time`]),
+//! whichever is earlier; the file's mtime only when nothing else is known. The
+//! result depends only on the files' content, however it is chunked, so `parse` and
+//! `ship`, and a replay of the same bytes, give the same times.
+//!
+//! A time limit ([`FileParser::set_limit`]) makes the parser stop *before* a record
+//! dated after it: the record stays pending, `push` returns how many bytes it took,
+//! and [`FileParser::blocked`] says when the file's next record is. The agent uses
+//! this to read many files interleaved in time order.
 
 use crate::assemble::{Joiner, Marker};
 use crate::classify::{FileKind, FileMeta};
@@ -56,7 +69,21 @@ pub struct FileContext {
     pub actor_name: Option<String>,
     pub task_name: Option<String>,
     pub task_id: Option<Id>,
+    /// The time of the last record of the file that carried one of its own.
     pub last_timestamp: Option<Timestamp>,
+}
+
+/// Where a record's time came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSource {
+    /// Written on the record.
+    Own,
+    /// The previous record of the file that had a time of its own.
+    Previous,
+    /// Estimated: the file's first timed line, or its worker's newest core-worker time.
+    Estimated,
+    /// The file's modification time: nothing else was known.
+    Mtime,
 }
 
 /// The record being assembled.
@@ -94,6 +121,20 @@ struct Io<'a> {
     out: &'a mut dyn FnMut(&Record<'_>),
     /// The chunk being pushed (empty outside `push`).
     data: &'a [u8],
+}
+
+impl<'a> Io<'a> {
+    fn new(corr: &'a mut Correlator, opts: &'a Options, out: &'a mut dyn FnMut(&Record<'_>), data: &'a [u8]) -> Io<'a> {
+        Io { corr, opts, out, data }
+    }
+}
+
+/// What handling one line led to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Done,
+    /// The record the line completed is dated after the limit: the line was not taken.
+    Blocked,
 }
 
 impl Pending {
@@ -153,6 +194,8 @@ pub struct FileParser {
     meta: FileMeta,
     node_id: Option<Id>,
     mtime: Option<Timestamp>,
+    /// The time of the file's first line that has one (see [`FileParser::set_time_hint`]).
+    time_hint: Option<Timestamp>,
     /// File offset of the next byte `push` will see.
     offset: u64,
     /// An incomplete last line and its start offset.
@@ -165,6 +208,10 @@ pub struct FileParser {
     scratch: String,
     lossy: String,
     stats: FileStats,
+    /// Records dated after this are not emitted (see [`FileParser::set_limit`]).
+    limit: Option<Timestamp>,
+    /// The time of the pending record the limit stopped at.
+    blocked: Option<Timestamp>,
 }
 
 impl FileParser {
@@ -175,6 +222,7 @@ impl FileParser {
             meta,
             node_id,
             mtime,
+            time_hint: None,
             offset: 0,
             partial: Vec::new(),
             partial_offset: 0,
@@ -185,7 +233,27 @@ impl FileParser {
             scratch: String::new(),
             lossy: String::new(),
             stats: FileStats::default(),
+            limit: None,
+            blocked: None,
         }
+    }
+
+    /// The time of the file's first line with a time of its own, found by the reader
+    /// ahead of parsing (in the first 64 KiB, say). It dates the records before that
+    /// line: they were written before it.
+    pub fn set_time_hint(&mut self, hint: Option<Timestamp>) {
+        self.time_hint = hint;
+    }
+
+    /// Emit no record dated after `limit` (`None`: no limit). The parser then stops
+    /// in front of such a record, keeping it pending, until the limit is raised.
+    pub fn set_limit(&mut self, limit: Option<Timestamp>) {
+        self.limit = limit;
+    }
+
+    /// The time of the record the limit stopped at, while it is still pending.
+    pub fn blocked(&self) -> Option<Timestamp> {
+        self.blocked
     }
 
     /// Starts at `offset` instead of 0 (resuming), with the context saved then.
@@ -228,35 +296,56 @@ impl FileParser {
         self.offset
     }
 
-    /// Feeds the next chunk of the file; emits every record completed by it.
-    pub fn push(&mut self, data: &[u8], corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
-        self.stats.bytes += data.len() as u64;
-        let mut io = Io { corr, opts, out, data };
+    /// Feeds the next chunk of the file; emits every record completed by it. Returns
+    /// how many bytes of `data` were taken: all of them, unless the time limit stopped
+    /// it before a record (then the rest must be pushed again later).
+    pub fn push(
+        &mut self,
+        data: &[u8],
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) -> usize {
+        let mut io = Io::new(corr, opts, out, data);
         let mut pos = 0;
         while pos < data.len() {
             let Some(nl) = memchr::memchr(b'\n', &data[pos..]) else {
                 self.hold_partial(&data[pos..], self.offset + pos as u64, opts);
+                pos = data.len();
                 break;
             };
             let line_offset = self.offset + pos as u64;
-            if self.partial.is_empty() && !self.partial_truncated {
+            let step = if self.partial.is_empty() && !self.partial_truncated {
                 let cut = nl > opts.max_line_bytes;
                 let end = pos + if cut { opts.max_line_bytes } else { nl };
-                self.on_line(Line::InChunk(pos, end), line_offset, cut, &mut io);
+                self.on_line(Line::InChunk(pos, end), line_offset, cut, &mut io)
             } else {
+                let held_before = (self.partial.len(), self.partial_truncated);
                 self.hold_partial(&data[pos..pos + nl], 0, opts);
                 let held = std::mem::take(&mut self.partial);
                 let (off, cut) = (self.partial_offset, self.partial_truncated);
                 self.partial_truncated = false;
-                self.on_line(Line::Held(&held), off, cut, &mut io);
+                let step = self.on_line(Line::Held(&held), off, cut, &mut io);
                 self.partial = held;
-                self.partial.clear();
+                if step == Step::Blocked {
+                    // Not taken: the line stays held as it was before this chunk.
+                    self.partial.truncate(held_before.0);
+                    self.partial_truncated = held_before.1;
+                } else {
+                    self.partial.clear();
+                }
+                step
+            };
+            if step == Step::Blocked {
+                break;
             }
             pos += nl + 1;
         }
         // The next chunk replaces `data`: keep the open record's bytes.
         self.pending.materialize(data);
-        self.offset += data.len() as u64;
+        self.stats.bytes += pos as u64;
+        self.offset += pos as u64;
+        pos
     }
 
     /// Appends to the held partial line; `offset` is where `bytes` start in the file
@@ -273,9 +362,10 @@ impl FileParser {
     }
 
     /// The file is complete: emits the last line even without its newline, and the
-    /// record held open.
+    /// record held open, whatever the time limit.
     pub fn finish(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
-        let mut io = Io { corr, opts, out, data: &[] };
+        let limit = self.limit.take();
+        let mut io = Io::new(corr, opts, out, &[]);
         if !self.partial.is_empty() || self.partial_truncated {
             let held = std::mem::take(&mut self.partial);
             let (off, cut) = (self.partial_offset, self.partial_truncated);
@@ -283,29 +373,31 @@ impl FileParser {
             self.on_line(Line::Held(&held), off, cut, &mut io);
         }
         self.emit_pending(&mut io);
+        self.limit = limit;
     }
 
     /// Emits the record held open (no more lines are expected soon); a partial line
-    /// stays held.
-    pub fn flush(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
-        self.emit_pending(&mut Io { corr, opts, out, data: &[] });
+    /// stays held. False when the time limit kept the record back.
+    pub fn flush(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) -> bool {
+        self.emit_pending(&mut Io::new(corr, opts, out, &[]))
     }
 
-    fn on_line(&mut self, line: Line<'_>, offset: u64, cut: bool, io: &mut Io<'_>) {
+    fn on_line(&mut self, line: Line<'_>, offset: u64, cut: bool, io: &mut Io<'_>) -> Step {
         let raw = line.bytes(io.data);
         let has_cr = raw.last() == Some(&b'\r');
         let text = if has_cr { &raw[..raw.len() - 1] } else { raw };
-        self.stats.lines += 1;
-        self.stats.truncated_lines += cut as u64;
         let kind = self.meta.kind;
         if kind == FileKind::Worker {
             if let Some(m) = Marker::parse(text) {
-                self.emit_pending(io);
+                if !self.emit_pending(io) {
+                    return Step::Blocked;
+                }
                 io.corr.learn_marker(self.meta.worker_id, &m);
                 self.apply_marker(m);
                 self.joiner.reset();
+                self.count_line(cut);
                 self.stats.markers += 1;
-                return;
+                return Step::Done;
             }
         }
         // A record can stay a slice of the chunk only while it is an exact copy of it.
@@ -313,15 +405,28 @@ impl FileParser {
             Line::InChunk(s, e) if !has_cr && !cut => Some((s, e)),
             _ => None,
         };
+        // The joiner's state before this line: restored if the line is not taken.
+        let joiner = self.joiner;
         let opens = self.joiner.opens_traceback(text);
         if self.joiner.continues(kind, text, self.pending.open)
             && !(opens && !kind.headered() && below_warning(kind, &io.opts.zone, self.pending.text(io.data)))
         {
             self.pending.append(text, span, cut, io.data, io.opts.max_line_bytes);
-            return;
+            self.count_line(cut);
+            return Step::Done;
         }
-        self.emit_pending(io);
+        if !self.emit_pending(io) {
+            self.joiner = joiner;
+            return Step::Blocked;
+        }
         self.pending.start(text, span, offset, cut);
+        self.count_line(cut);
+        Step::Done
+    }
+
+    fn count_line(&mut self, cut: bool) {
+        self.stats.lines += 1;
+        self.stats.truncated_lines += cut as u64;
     }
 
     fn apply_marker(&mut self, m: Marker<'_>) {
@@ -338,45 +443,58 @@ impl FileParser {
         }
     }
 
-    /// Parses the pending record and hands it to `out`.
-    fn emit_pending(&mut self, io: &mut Io<'_>) {
+    /// Parses the pending record and hands it to `out`. False when it is dated after
+    /// the time limit: it then stays pending and [`FileParser::blocked`] says when.
+    fn emit_pending(&mut self, io: &mut Io<'_>) -> bool {
         if !self.pending.open {
-            return;
+            return true;
         }
-        self.pending.open = false;
-        let (corr, opts) = (&mut *io.corr, io.opts);
-        let FileParser { meta, node_id, mtime, pending, ctx, scratch, lossy, stats, .. } = self;
+        let opts = io.opts;
+        let FileParser { meta, node_id, mtime, time_hint, pending, ctx, scratch, lossy, stats, limit, blocked, .. } =
+            self;
         let bytes = pending.text(io.data);
-        let text = match simdutf8::basic::from_utf8(bytes) {
-            Ok(s) => s,
+        let (text, valid) = match simdutf8::basic::from_utf8(bytes) {
+            Ok(s) => (s, true),
             Err(_) => {
-                stats.invalid_utf8 += 1;
                 lossy.clear();
                 lossy.push_str(&String::from_utf8_lossy(bytes));
-                lossy.as_str()
+                (lossy.as_str(), false)
             }
         };
         let cx = ParseCtx { zone: &opts.zone, kind: meta.kind };
         let mut d = Draft::default();
         let format = LineFormat::detect(meta.kind, text.as_bytes());
         formats::parse(format, text, scratch, &cx, &mut d);
+        let (timestamp, source) = match (d.timestamp, ctx.last_timestamp) {
+            (Some(t), _) => (Some(t), TimeSource::Own),
+            (None, Some(t)) => (Some(t), TimeSource::Previous),
+            (None, None) => estimate(meta, *mtime, *time_hint, io.corr),
+        };
+        if let (Some(t), Some(lim)) = (timestamp, *limit) {
+            if t > lim {
+                *blocked = Some(t);
+                return false;
+            }
+        }
+        *blocked = None;
+        if !valid {
+            stats.invalid_utf8 += 1;
+        }
         if format == LineFormat::Plain && meta.kind.headered() {
             // Only a file's first record can lack its format's header: the file
             // starts mid-record (rotation split a record) or holds free text.
             d.fields.push("headerless", FieldValue::Json("true"));
         }
-        corr.learn(meta, d.message, &d.ids);
+        let corr = &mut *io.corr;
+        corr.learn(meta, d.message, &d.ids, d.timestamp);
         tag_ids(meta, node_id, ctx, corr, &mut d.ids);
-        let (timestamp, inferred) = match d.timestamp {
-            Some(t) => {
-                ctx.last_timestamp = Some(t);
-                (Some(t), false)
-            }
-            None => (ctx.last_timestamp.or(*mtime), true),
-        };
+        if d.timestamp.is_some() {
+            ctx.last_timestamp = d.timestamp;
+        }
         let rec = Record {
             timestamp,
-            timestamp_inferred: inferred && timestamp.is_some(),
+            timestamp_inferred: source != TimeSource::Own && timestamp.is_some(),
+            timestamp_estimated: source == TimeSource::Estimated,
             level: d.level,
             message: d.message,
             file: meta,
@@ -394,6 +512,27 @@ impl FileParser {
         };
         stats.records += 1;
         (io.out)(&rec);
+        pending.open = false;
+        true
+    }
+}
+
+/// The time of a record before any record of its file had one: the file's first
+/// timed line (the record was written before it), but no later than the newest time
+/// of the worker's core-worker log (a worker's output cannot come after its last log
+/// line, give or take the minute between its event-stat dumps); the file's mtime
+/// when neither is known.
+fn estimate(
+    meta: &FileMeta,
+    mtime: Option<Timestamp>,
+    hint: Option<Timestamp>,
+    corr: &Correlator,
+) -> (Option<Timestamp>, TimeSource) {
+    let worker = meta.worker_id.and_then(|w| corr.worker_time(&w));
+    match (hint, worker) {
+        (Some(h), Some(w)) => (Some(h.min(w)), TimeSource::Estimated),
+        (Some(t), None) | (None, Some(t)) => (Some(t), TimeSource::Estimated),
+        (None, None) => (mtime, TimeSource::Mtime),
     }
 }
 
@@ -442,25 +581,4 @@ fn below_warning(kind: FileKind, zone: &Zone, record: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn messages(name: &str, text: &str) -> Vec<String> {
-        let mut p = FileParser::new(crate::classify(name, None), None, None);
-        let (mut corr, opts, mut out) = (Correlator::new(), Options::default(), vec![]);
-        p.push(text.as_bytes(), &mut corr, &opts, &mut |r| out.push(r.message.to_string()));
-        p.finish(&mut corr, &opts, &mut |r| out.push(r.message.to_string()));
-        out
-    }
-
-    #[test]
-    fn a_traceback_joins_an_error_line_but_not_an_info_line() {
-        let tb = "Traceback (most recent call last):\n  File \"m.py\", line 1, in <module>\nValueError: bad\n";
-        let info = format!("2026-11-30 13:34:42,410\tINFO worker.py:2029 -- Connected.\n{tb}");
-        let got = messages("job-driver-raysubmit_1.log", &info);
-        assert_eq!(got, ["Connected.", tb.trim_end()], "an uncaught exception is not the INFO line's");
-        let err = format!("2026-11-30 13:34:42,410\tERROR m.py:3 -- lookup failed\n{tb}");
-        assert_eq!(messages("job-driver-raysubmit_1.log", &err).len(), 1, "logger.exception keeps its traceback");
-        assert_eq!(messages("worker-x-ffffffff-1.err", &format!("bare message\n{tb}")).len(), 1);
-    }
-}
+mod tests;
