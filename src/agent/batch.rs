@@ -90,6 +90,8 @@ pub struct Entry {
     /// Stable identity of the record: file identity and offset. Elasticsearch uses
     /// it as `_id` so a replay is not indexed twice.
     pub doc_id: u128,
+    /// A line of the record was cut at `source.max_line_bytes`.
+    pub truncated: bool,
 }
 
 /// The agent's own identity, the same for every record.
@@ -246,6 +248,7 @@ impl Batch {
             pid: r.pid,
             offset: r.offset,
             doc_id,
+            truncated: r.truncated,
             ..Entry::default()
         };
         if self.needs.json {
@@ -290,9 +293,11 @@ impl Batch {
     }
 
     /// A JSON object of what [`Needs::fields`] keeps of `e` (for the dead-letter file
-    /// when no sink needed the record's full JSON): the schema's names for the time,
-    /// level, message, file members, offset, ids, pid, names and node identity.
-    pub fn write_fields_json(&self, e: &Entry, out: &mut Vec<u8>) {
+    /// when no sink needed the record's full JSON, and for a Loki JSON line too long
+    /// to send whole): the schema's names for the time, level, message (cut to
+    /// `max_message` bytes, then flagged `truncated`), file members, offset, ids, pid,
+    /// names and node identity.
+    pub fn write_fields_json(&self, e: &Entry, out: &mut Vec<u8>, max_message: usize) {
         use raylog_parsers::ndjson::write_str;
         out.extend_from_slice(b"{\"timestamp\":\"");
         raylog_parsers::Timestamp(e.timestamp_ns).write_rfc3339(out);
@@ -302,14 +307,20 @@ impl Batch {
             write_str(out, l.as_str());
         }
         let member = |out: &mut Vec<u8>, name: &str, s: Span| {
-            if !s.is_empty() || name == "message" {
+            if !s.is_empty() {
                 out.extend_from_slice(b",\"");
                 out.extend_from_slice(name.as_bytes());
                 out.extend_from_slice(b"\":");
                 write_str(out, self.str(s));
             }
         };
-        member(out, "message", e.message);
+        let message = self.str(e.message);
+        let cut = floor_char_boundary(message, max_message);
+        out.extend_from_slice(b",\"message\":");
+        write_str(out, &message[..cut]);
+        if e.truncated || cut < message.len() {
+            out.extend_from_slice(b",\"truncated\":true");
+        }
         member(out, "component", e.component);
         if let Some(s) = e.stream {
             out.extend_from_slice(b",\"stream\":");
@@ -332,6 +343,14 @@ impl Batch {
         out.extend_from_slice(self.node.json_members.as_bytes());
         out.push(b'}');
     }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character.
+pub fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if max >= s.len() {
+        return s.len();
+    }
+    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
 }
 
 /// Delivered batches on their way back to the reader, which refills them instead of
@@ -465,7 +484,7 @@ mod tests {
         assert!(loki.str(e.message).contains("hello"));
         // Dead letters fall back to the fields Loki would have been sent.
         let mut out = Vec::new();
-        loki.write_fields_json(e, &mut out);
+        loki.write_fields_json(e, &mut out, usize::MAX);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["message"], loki.str(e.message));
         assert_eq!(v["job_id"], "01000000");

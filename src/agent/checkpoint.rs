@@ -85,6 +85,11 @@ pub struct SavedContext {
     pub task_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// Nanoseconds of the last record before the offset that had a time of its own:
+    /// the time of the time-less records right after it, so a resumed file dates
+    /// them as the first read did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_timestamp_ns: Option<i64>,
 }
 
 impl SavedContext {
@@ -94,6 +99,7 @@ impl SavedContext {
             actor_name: c.actor_name.clone(),
             task_name: c.task_name.clone(),
             task_id: c.task_id.map(|i| i.as_str().to_string()),
+            last_timestamp_ns: c.last_timestamp.map(|t| t.0),
         }
     }
 
@@ -104,7 +110,7 @@ impl SavedContext {
             actor_name: self.actor_name.clone(),
             task_name: self.task_name.clone(),
             task_id: id(&self.task_id),
-            last_timestamp: None,
+            last_timestamp: self.last_timestamp_ns.map(raylog_parsers::Timestamp),
         }
     }
 }

@@ -6,6 +6,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::agent::sinks::DeadReason;
+
 /// Upper bounds (seconds) of the batch latency histogram buckets.
 const LATENCY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 
@@ -17,7 +19,8 @@ pub struct SinkMetrics {
     pub batches_sent: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub retries: AtomicU64,
-    pub dead_letters: AtomicU64,
+    /// By [`DeadReason`] (its discriminant is the index).
+    pub dead_letters: [AtomicU64; 4],
     pub duplicates: AtomicU64,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_count: AtomicU64,
@@ -27,6 +30,11 @@ pub struct SinkMetrics {
 impl SinkMetrics {
     pub fn new(name: &str) -> SinkMetrics {
         SinkMetrics { name: name.to_string(), ..SinkMetrics::default() }
+    }
+
+    /// Records dead-lettered for `reason`.
+    pub fn dead_letter_count(&self, reason: DeadReason) -> u64 {
+        self.dead_letters[reason as usize].load(Relaxed)
     }
 
     /// Records how long one batch took from creation to acknowledgement.
@@ -103,14 +111,11 @@ impl Metrics {
 
     fn render_sinks(&self, s: &mut String) {
         type Getter = fn(&SinkMetrics) -> u64;
-        let per_sink: [(&str, &str, Getter); 6] = [
+        let per_sink: [(&str, &str, Getter); 5] = [
             ("raylog_sink_records_sent_total", "Records acknowledged by the sink.", |m| m.records_sent.load(Relaxed)),
             ("raylog_sink_batches_sent_total", "Batches acknowledged by the sink.", |m| m.batches_sent.load(Relaxed)),
             ("raylog_sink_bytes_sent_total", "Request body bytes sent.", |m| m.bytes_sent.load(Relaxed)),
             ("raylog_sink_retries_total", "Sends retried after a transient failure.", |m| m.retries.load(Relaxed)),
-            ("raylog_sink_dead_letters_total", "Records rejected for good and written to the dead-letter file.", |m| {
-                m.dead_letters.load(Relaxed)
-            }),
             (
                 "raylog_sink_records_duplicate_total",
                 "Records the sink already had (Elasticsearch 409), included in records sent.",
@@ -121,6 +126,16 @@ impl Metrics {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
             for m in &self.sinks {
                 let _ = writeln!(s, "{name}{{sink=\"{}\"}} {}", m.name, get(m));
+            }
+        }
+        let d = "raylog_sink_dead_letters_total";
+        let _ = writeln!(
+            s,
+            "# HELP {d} Records refused for good and written to the dead-letter file, by reason.\n# TYPE {d} counter"
+        );
+        for m in &self.sinks {
+            for r in DeadReason::ALL {
+                let _ = writeln!(s, "{d}{{sink=\"{}\",reason=\"{}\"}} {}", m.name, r.as_str(), m.dead_letter_count(r));
             }
         }
         let h = "raylog_sink_batch_latency_seconds";

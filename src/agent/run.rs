@@ -49,7 +49,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     // max_buffer_bytes / (8 × max_bytes) batches: 1 with the defaults.
     let per_sink = (cfg.batch.max_buffer_bytes / cfg.batch.max_bytes.max(1) / 8).max(1);
     let (ack_tx, ack_rx) = mpsc::channel(1024);
-    let dead = DeadLetter::new(&cfg.source.state_dir);
+    let dead = DeadLetter::new(&cfg.source.state_dir, cfg.dead_letter_max_bytes);
     // A batch is cut soon after reaching max_bytes, but its arenas grow by doubling,
     // so a normal batch may have reserved twice that; one that overshot far is freed.
     let recycler = Recycler::new(4 * cfg.batch.max_bytes);

@@ -6,6 +6,7 @@
 //! prints the effective configuration (defaults filled in, secrets redacted) or the
 //! full list of problems.
 
+pub mod source;
 pub mod values;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
+use source::validate_source;
+pub use source::{SourceConfig, SourceRaw, StartAt};
 use values::{DurationValue, Problems, SizeValue};
 
 /// The file as written.
@@ -32,39 +35,17 @@ pub struct RawConfig {
     #[serde(default)]
     pub sinks: Vec<SinkRaw>,
     #[serde(default)]
+    pub dead_letter: DeadLetterRaw,
+    #[serde(default)]
     pub api: ApiRaw,
 }
 
-/// `[source]`: what to read.
+/// `[dead_letter]`: the file of records the sinks refused for good.
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct SourceRaw {
-    /// Ray temp roots, session dirs or logs dirs. Default `["/tmp/ray"]`.
-    pub paths: Option<Vec<PathBuf>>,
-    /// Where checkpoints and the dead-letter file live. Default `/var/lib/raylog`.
-    pub state_dir: Option<PathBuf>,
-    /// `"beginning"` or `"end"`: where to start in files present at the first start.
-    pub start_at: Option<String>,
-    /// Skip files not modified for this long (e.g. `"24h"`). Default: read everything.
-    pub ignore_older: Option<DurationValue>,
-    /// How often to stat files and directories (the fallback when inotify is silent).
-    pub poll_interval: Option<DurationValue>,
-    /// Emit a file's last complete record after this much quiet.
-    pub idle_flush: Option<DurationValue>,
-    /// Emit a line without its newline after this much quiet.
-    pub partial_line_timeout: Option<DurationValue>,
-    /// Longer lines are cut and flagged `truncated`.
-    pub max_line_bytes: Option<SizeValue>,
-    /// Zone of Ray's naive timestamps.
-    pub timezone: Option<String>,
-    /// How long to hold an actor worker's output until its actor id is known.
-    pub actor_hold: Option<DurationValue>,
-    /// Use inotify (true) or polling only (false, for file systems without events).
-    pub watch: Option<bool>,
-    /// Files not to ship: globs (`*`, `?`) on the path inside the logs dir.
-    /// Default `["debug_state*.txt"]` (state dumps rewritten in place every few
-    /// seconds, not logs); `[]` ships everything.
-    pub exclude: Option<Vec<String>>,
+pub struct DeadLetterRaw {
+    /// `dead-letter.ndjson` rotates to `.1` past this size. Default `"64MiB"`.
+    pub max_bytes: Option<SizeValue>,
 }
 
 /// `[node]`: identity added to every record.
@@ -136,30 +117,6 @@ pub struct FileRaw {
     pub path: Option<PathBuf>,
 }
 
-/// Where to start reading files present at the first start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StartAt {
-    Beginning,
-    End,
-}
-
-/// Validated `[source]`.
-#[derive(Clone, Debug)]
-pub struct SourceConfig {
-    pub paths: Vec<PathBuf>,
-    pub state_dir: PathBuf,
-    pub start_at: StartAt,
-    pub ignore_older: Option<Duration>,
-    pub poll_interval: Duration,
-    pub idle_flush: Duration,
-    pub partial_line_timeout: Duration,
-    pub actor_hold: Duration,
-    pub watch: bool,
-    pub exclude: Vec<values::Glob>,
-    pub parse: raylog_parsers::Options,
-}
-
 /// Validated `[node]`.
 #[derive(Clone, Debug, Default)]
 pub struct NodeConfig {
@@ -214,6 +171,8 @@ pub struct Config {
     pub retry: RetryConfig,
     /// Never empty: with no sink configured, records go to stdout.
     pub sinks: Vec<SinkConfig>,
+    /// `dead_letter.max_bytes`.
+    pub dead_letter_max_bytes: u64,
     pub api_address: Option<std::net::SocketAddr>,
 }
 
@@ -296,58 +255,12 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
             None
         }),
     };
-    Config { source, node, batch, retry, sinks, api_address }
-}
-
-fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
-    let dur = |v: &Option<DurationValue>, key: &str, def: Duration, p: &mut Problems| {
-        v.as_ref().map_or(def, |v| v.get(key, p))
-    };
-    let paths = s.paths.clone().unwrap_or_else(|| vec![PathBuf::from("/tmp/ray")]);
-    if paths.is_empty() {
-        p.add("source.paths", "is empty; list Ray temp roots, session dirs or logs dirs, e.g. [\"/tmp/ray\"]");
+    let dead_letter_max_bytes =
+        raw.dead_letter.max_bytes.as_ref().map_or(64 << 20, |v| v.get("dead_letter.max_bytes", p));
+    if dead_letter_max_bytes < 4096 {
+        p.add("dead_letter.max_bytes", "must be at least 4KiB (a few records)");
     }
-    let start_at = match s.start_at.as_deref().unwrap_or("beginning") {
-        "beginning" => StartAt::Beginning,
-        "end" => StartAt::End,
-        other => {
-            p.add("source.start_at", format!("{other:?} is not \"beginning\" or \"end\""));
-            StartAt::Beginning
-        }
-    };
-    let zone = raylog_parsers::Zone::parse(s.timezone.as_deref().unwrap_or("UTC")).unwrap_or_else(|e| {
-        p.add("source.timezone", e);
-        raylog_parsers::Zone::Utc
-    });
-    let max_line_bytes = s.max_line_bytes.as_ref().map_or(1 << 20, |v| v.get("source.max_line_bytes", p)) as usize;
-    if max_line_bytes < 16 {
-        p.add("source.max_line_bytes", "must be at least 16 bytes");
-    }
-    SourceConfig {
-        paths,
-        state_dir: s.state_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/raylog")),
-        start_at,
-        ignore_older: s.ignore_older.as_ref().map(|v| v.get("source.ignore_older", p)),
-        poll_interval: dur(&s.poll_interval, "source.poll_interval", Duration::from_secs(1), p),
-        idle_flush: dur(&s.idle_flush, "source.idle_flush", Duration::from_millis(500), p),
-        partial_line_timeout: dur(&s.partial_line_timeout, "source.partial_line_timeout", Duration::from_secs(5), p),
-        actor_hold: dur(&s.actor_hold, "source.actor_hold", Duration::from_secs(10), p),
-        watch: s.watch.unwrap_or(true),
-        exclude: exclude_globs(s.exclude.as_deref(), p),
-        parse: raylog_parsers::Options { zone, max_line_bytes },
-    }
-}
-
-fn exclude_globs(raw: Option<&[String]>, p: &mut Problems) -> Vec<values::Glob> {
-    let default = [String::from("debug_state*.txt")];
-    let mut out = vec![];
-    for (i, g) in raw.unwrap_or(&default).iter().enumerate() {
-        match values::Glob::new(g) {
-            Ok(g) => out.push(g),
-            Err(e) => p.add(&format!("source.exclude[{i}]"), e),
-        }
-    }
-    out
+    Config { source, node, batch, retry, sinks, dead_letter_max_bytes, api_address }
 }
 
 fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {
@@ -491,6 +404,7 @@ pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
     if raw.sinks.is_empty() {
         out.push_str("\n# no [[sinks]]: records go to stdout as NDJSON\n");
     }
+    out.push_str(&format!("\n[dead_letter]\nmax_bytes = {}\n", cfg.dead_letter_max_bytes));
     out.push_str(&format!("\n[api]\naddress = \"{}\"\n", cfg.api_address.map(|a| a.to_string()).unwrap_or_default()));
     out
 }

@@ -8,27 +8,58 @@
 //! file once, and acknowledges the batch when nothing is left to retry, which is
 //! what lets checkpoints advance.
 
+pub mod dead_letter;
 pub mod elasticsearch;
 pub mod loki;
 pub mod stdout;
 pub mod tls;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::batch::Batch;
 use crate::agent::config::{RetryConfig, SinkConfig};
+pub use dead_letter::DeadLetter;
 
 /// Why a send did not go through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendError {
     /// Try the same records again later.
     Transient(String),
+    /// Try again, not before the server said (`Retry-After`).
+    Throttled(String, Duration),
     /// The sink refused the whole request for good.
     Permanent(String),
+}
+
+/// Why a record went to the dead-letter file: a small fixed set, so it can label
+/// the `raylog_sink_dead_letters_total` counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadReason {
+    /// Older than the sink accepts (Loki's `reject_old_samples_max_age`).
+    TooOld,
+    /// Too far in the future (Loki's `creation_grace_period`).
+    TooNew,
+    /// Behind its Loki stream by more than the out-of-order window.
+    TooFarBehind,
+    /// Any other refusal (invalid for the sink, too large, a mapping conflict).
+    Rejected,
+}
+
+impl DeadReason {
+    pub const ALL: [DeadReason; 4] =
+        [DeadReason::TooOld, DeadReason::TooNew, DeadReason::TooFarBehind, DeadReason::Rejected];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::TooOld => "too_old",
+            DeadReason::TooNew => "too_new",
+            DeadReason::TooFarBehind => "too_far_behind",
+            DeadReason::Rejected => "rejected",
+        }
+    }
 }
 
 /// Per-record outcome of a send that got an answer.
@@ -36,8 +67,10 @@ pub enum SendError {
 pub struct Delivery {
     /// Indexes into `batch.entries` to send again.
     pub retry: Vec<u32>,
+    /// Why the records in `retry` must go again, and not before when.
+    pub retry_why: Option<(String, Option<Duration>)>,
     /// Indexes rejected for good, with the reason.
-    pub rejected: Vec<(u32, String)>,
+    pub rejected: Vec<(u32, DeadReason, String)>,
     /// Records the sink already had (Elasticsearch 409 on `create`): delivered by an
     /// earlier attempt, e.g. one that timed out on our side or was replayed after a
     /// restart. Counted as sent too.
@@ -46,13 +79,32 @@ pub struct Delivery {
 
 /// Classifies an HTTP answer: 429 and 5xx are transient, other 4xx permanent.
 pub fn status_error(status: reqwest::StatusCode, body: &str) -> SendError {
+    status_error_after(status, body, None)
+}
+
+/// [`status_error`] with the answer's `Retry-After`, which a transient error honours.
+pub fn status_error_after(status: reqwest::StatusCode, body: &str, retry_after: Option<Duration>) -> SendError {
     let body: String = body.chars().take(500).collect();
     let msg = format!("HTTP {status}: {body}");
     if status.as_u16() == 429 || status.is_server_error() || status.as_u16() == 408 {
-        SendError::Transient(msg)
+        match retry_after {
+            Some(d) => SendError::Throttled(msg, d),
+            None => SendError::Transient(msg),
+        }
     } else {
         SendError::Permanent(msg)
     }
+}
+
+/// The `Retry-After` of an answer: seconds, or an HTTP date.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs.min(3600)));
+    }
+    let when = jiff::fmt::rfc2822::parse(v).ok()?.timestamp();
+    let wait = when.as_second() - jiff::Timestamp::now().as_second();
+    Some(Duration::from_secs(wait.clamp(0, 3600) as u64))
 }
 
 /// Classifies a transport error (connect refused, timeout, reset): always transient.
@@ -83,58 +135,6 @@ impl SinkImpl {
             SinkImpl::Stdout(s) => s.send(batch, only),
             SinkImpl::Loki(s) => s.send(batch, only).await,
             SinkImpl::Elasticsearch(s) => s.send(batch, only).await,
-        }
-    }
-}
-
-/// The dead-letter file: one JSON object per rejected record, shared by all sinks.
-#[derive(Clone)]
-pub struct DeadLetter {
-    path: PathBuf,
-    file: Arc<Mutex<Option<std::fs::File>>>,
-}
-
-impl DeadLetter {
-    pub fn new(state_dir: &Path) -> DeadLetter {
-        DeadLetter { path: state_dir.join("dead-letter.ndjson"), file: Arc::new(Mutex::new(None)) }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Appends the rejected records of `batch`.
-    pub fn write(&self, sink: &str, batch: &Batch, rejected: &[(u32, String)]) {
-        use std::io::Write;
-        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            match std::fs::OpenOptions::new().create(true).append(true).open(&self.path) {
-                Ok(f) => *guard = Some(f),
-                Err(e) => {
-                    tracing::error!(path = %self.path.display(), error = %e, "cannot open the dead-letter file; rejected records are only counted");
-                    return;
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for (i, reason) in rejected {
-            let Some(e) = batch.entries.get(*i as usize) else { continue };
-            out.extend_from_slice(b"{\"sink\":");
-            raylog_parsers::ndjson::write_str(&mut out, sink);
-            out.extend_from_slice(b",\"reason\":");
-            raylog_parsers::ndjson::write_str(&mut out, reason);
-            out.extend_from_slice(b",\"record\":");
-            if batch.needs.json {
-                out.extend_from_slice(batch.json_of(e).as_bytes());
-            } else {
-                batch.write_fields_json(e, &mut out);
-            }
-            out.extend_from_slice(b"}\n");
-        }
-        if let Some(f) = guard.as_mut() {
-            if let Err(e) = f.write_all(&out).and_then(|_| f.flush()) {
-                tracing::error!(path = %self.path.display(), error = %e, "cannot write the dead-letter file");
-            }
         }
     }
 }
@@ -193,7 +193,6 @@ pub async fn run_sink(mut t: SinkTask) {
 /// Sends one batch until nothing is left to retry. False if shutdown cut it short.
 async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    let m = &t.metrics.sinks[t.index];
     let mut only: Option<Vec<u32>> = None;
     let mut attempt = 0u32;
     let mut logged = false;
@@ -201,17 +200,17 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
         if *t.give_up.borrow() {
             return false;
         }
+        let m = &t.metrics.sinks[t.index];
         let pending = only.as_ref().map_or(batch.len(), |o| o.len()) as u64;
+        let mut not_before = None;
         match t.sink.send(batch, only.as_deref()).await {
             Ok((d, bytes)) => {
                 m.bytes_sent.fetch_add(bytes as u64, Relaxed);
                 let done = pending - d.retry.len() as u64 - d.rejected.len() as u64;
                 m.records_sent.fetch_add(done, Relaxed);
                 m.duplicates.fetch_add(d.duplicates, Relaxed);
-                if !d.rejected.is_empty() {
-                    tracing::warn!(sink = %t.name, count = d.rejected.len(), first_reason = %d.rejected[0].1, path = %t.dead.path().display(), "records rejected for good; written to the dead-letter file");
-                    m.dead_letters.fetch_add(d.rejected.len() as u64, Relaxed);
-                    t.dead.write(&t.name, batch, &d.rejected);
+                if !d.rejected.is_empty() && !dead_letter(t, batch, &d.rejected).await {
+                    return false;
                 }
                 if d.retry.is_empty() {
                     if logged {
@@ -219,31 +218,69 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                     }
                     return true;
                 }
+                if let Some((why, wait)) = &d.retry_why {
+                    log_retry(t, why, &mut logged);
+                    not_before = *wait;
+                }
                 only = Some(d.retry);
             }
             Err(SendError::Permanent(reason)) => {
-                let all: Vec<(u32, String)> = match &only {
-                    Some(o) => o.iter().map(|&i| (i, reason.clone())).collect(),
-                    None => (0..batch.len() as u32).map(|i| (i, reason.clone())).collect(),
+                let all: Vec<(u32, DeadReason, String)> = match &only {
+                    Some(o) => o.iter().map(|&i| (i, DeadReason::Rejected, reason.clone())).collect(),
+                    None => (0..batch.len() as u32).map(|i| (i, DeadReason::Rejected, reason.clone())).collect(),
                 };
-                tracing::warn!(sink = %t.name, count = all.len(), %reason, path = %t.dead.path().display(), "request rejected for good; records written to the dead-letter file");
-                m.dead_letters.fetch_add(all.len() as u64, Relaxed);
-                t.dead.write(&t.name, batch, &all);
-                return true;
+                return dead_letter(t, batch, &all).await;
             }
-            Err(SendError::Transient(reason)) => {
-                if !logged {
-                    tracing::warn!(sink = %t.name, %reason, "send failed; retrying with backoff until it succeeds");
-                    logged = true;
-                }
+            Err(SendError::Transient(reason)) => log_retry(t, &reason, &mut logged),
+            Err(SendError::Throttled(reason, wait)) => {
+                log_retry(t, &reason, &mut logged);
+                not_before = Some(wait);
             }
         }
         attempt += 1;
-        m.retries.fetch_add(1, Relaxed);
-        let wait = backoff(&t.retry, attempt);
+        t.metrics.sinks[t.index].retries.fetch_add(1, Relaxed);
+        let wait = backoff(&t.retry, attempt).max(not_before.unwrap_or_default());
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = t.give_up.changed() => {}
         }
     }
+}
+
+fn log_retry(t: &SinkTask, reason: &str, logged: &mut bool) {
+    if !std::mem::replace(logged, true) {
+        tracing::warn!(sink = %t.name, %reason, "send failed; retrying with backoff until it succeeds");
+    }
+}
+
+/// Writes rejected records to the dead-letter file, retrying a failed write with
+/// backoff: they are acknowledged only once written. False if shutdown cut it short.
+async fn dead_letter(t: &mut SinkTask, batch: &Batch, rejected: &[(u32, DeadReason, String)]) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (first_kind, first_reason) = (rejected[0].1.as_str(), &rejected[0].2);
+    tracing::warn!(sink = %t.name, count = rejected.len(), kind = first_kind, first_reason = %first_reason, path = %t.dead.path().display(), "records refused for good; written to the dead-letter file");
+    let mut attempt = 0;
+    loop {
+        match t.dead.write(&t.name, batch, rejected) {
+            Ok(()) => break,
+            Err(e) => {
+                if attempt == 0 {
+                    tracing::error!(path = %t.dead.path().display(), error = %e, "cannot write the dead-letter file; the records are kept and the write retried (check state_dir's disk)");
+                }
+                attempt += 1;
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff(&t.retry, attempt)) => {}
+                    _ = t.give_up.changed() => {}
+                }
+                if *t.give_up.borrow() {
+                    return false;
+                }
+            }
+        }
+    }
+    let m = &t.metrics.sinks[t.index];
+    for (_, kind, _) in rejected {
+        m.dead_letters[*kind as usize].fetch_add(1, Relaxed);
+    }
+    true
 }

@@ -8,6 +8,13 @@
 //! records, bytes or age. Batches go straight into the sinks' bounded channels with
 //! `blocking_send`: when the sinks are slow, reading simply stops (backpressure).
 //! Delivered batches come back through the [`Recycler`] and are refilled.
+//!
+//! Files are read interleaved in time order. The files of a node share a few Loki
+//! streams, and Loki refuses an entry more than an hour older than the newest of
+//! its stream; reading one file to its end before the next (a catch-up, a backfill)
+//! would send hours-old entries after newer ones. So each round reads the files
+//! whose next record is oldest, up to [`MERGE_SLACK`] past the oldest: a file stops
+//! in front of a later record (the parser's time limit) until the others get there.
 
 pub mod hold;
 mod route;
@@ -38,6 +45,9 @@ const READ_BUDGET: u64 = 256 << 10;
 const RELEASE_BUDGET: usize = 1000;
 /// How far into a raylet log its node id is looked for.
 const RAYLET_NODE_SCAN: u64 = 1 << 20;
+/// How far past the oldest pending record the files read in one round may go: the
+/// most a stream's entries go back in time between pushes, far inside Loki's hour.
+pub const MERGE_SLACK: Duration = Duration::from_secs(30);
 
 /// A cut batch with the checkpoints it completes.
 pub struct Cut {
@@ -125,18 +135,18 @@ impl Source {
                 new_files = self.scan();
                 next_scan = now + self.cfg.source.poll_interval;
             }
-            let read = self.read_round();
+            let progress = self.read_round();
             self.flush_idle();
             self.release_held(false);
             self.update_gauges();
-            if self.once && read == 0 && new_files == 0 && !self.first_scan {
+            if self.once && !progress && new_files == 0 && !self.first_scan {
                 self.finish_all();
                 self.cut(true);
                 return;
             }
             self.first_scan = false;
             self.cut(false);
-            if read == 0 {
+            if !progress {
                 let wait = next_scan.saturating_duration_since(Instant::now()).min(self.cfg.batch.max_wait / 2);
                 let _ = wake.recv_timeout(wait.max(Duration::from_millis(10)));
                 while wake.try_recv().is_ok() {}
@@ -287,13 +297,32 @@ impl Source {
         }
     }
 
-    /// One pass over every file. Returns bytes read.
-    fn read_round(&mut self) -> u64 {
-        let mut total = 0;
-        let mut keys: Vec<FileKey> = self.files.keys().copied().collect();
-        keys.sort();
-        for key in keys {
-            total += self.read_file(key);
+    /// Reads the files with something to read, oldest next record first, up to
+    /// [`MERGE_SLACK`] past the oldest (see the module docs). True when it made
+    /// progress: bytes read, or a file learned when its next record is.
+    fn read_round(&mut self) -> bool {
+        let mut order: Vec<(i64, FileKey)> = Vec::new();
+        let mut failed = Vec::new();
+        for (key, t) in self.files.iter_mut() {
+            match t.stat() {
+                Ok(()) if t.has_work() || t.size < t.parser.offset() => order.push((t.head(), *key)),
+                Ok(()) => {}
+                Err(_) => failed.push(*key),
+            }
+        }
+        for key in failed {
+            self.read_file(key, None); // reports the error and closes the file
+        }
+        order.sort_unstable();
+        let limit = self.merge_limit(order.first().map(|o| o.0));
+        let (mut total, mut learned) = (0, false);
+        for (head, key) in order {
+            if limit.is_some_and(|l| head > l.0) {
+                break;
+            }
+            let (bytes, blocked_at) = self.read_file(key, limit);
+            total += bytes;
+            learned |= blocked_at.is_some_and(|b| b.0 != head);
             // Cut as soon as the batch is full, not at the end of the round: one
             // round can read megabytes, and batches must stay within max_bytes.
             self.cut(false);
@@ -303,20 +332,33 @@ impl Source {
             }
         }
         self.metrics.bytes_read.fetch_add(total, Relaxed);
-        total
+        total > 0 || learned
     }
 
-    fn read_file(&mut self, key: FileKey) -> u64 {
+    /// The time limit of a round whose oldest pending record is at `oldest`.
+    fn merge_limit(&self, oldest: Option<i64>) -> Option<raylog_parsers::Timestamp> {
+        let oldest = oldest?;
+        Some(raylog_parsers::Timestamp(oldest.saturating_add(MERGE_SLACK.as_nanos() as i64)))
+    }
+
+    /// Reads one file under `limit`. Returns the bytes read and, when the limit
+    /// stopped it, the time of the record it stopped at.
+    fn read_file(
+        &mut self,
+        key: FileKey,
+        limit: Option<raylog_parsers::Timestamp>,
+    ) -> (u64, Option<raylog_parsers::Timestamp>) {
         let wait_node = self.waits_for_node(key);
-        let Some(t) = self.files.get_mut(&key) else { return 0 };
+        let Some(t) = self.files.get_mut(&key) else { return (0, None) };
         let before = *t.parser.stats();
         let mut router = Router::new(&mut self.batch, &mut self.hold, t, wait_node, self.cfg.source.actor_hold);
-        let res = t.read(&mut self.buf, READ_BUDGET, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
+        let res =
+            t.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
         let after = *t.parser.stats();
-        self.metrics.lines_read.fetch_add(after.lines - before.lines, Relaxed);
-        self.metrics.records_read.fetch_add(after.records - before.records, Relaxed);
-        self.metrics.invalid_utf8.fetch_add(after.invalid_utf8 - before.invalid_utf8, Relaxed);
-        self.metrics.truncated_lines.fetch_add(after.truncated_lines - before.truncated_lines, Relaxed);
+        self.metrics.lines_read.fetch_add(after.lines.saturating_sub(before.lines), Relaxed);
+        self.metrics.records_read.fetch_add(after.records.saturating_sub(before.records), Relaxed);
+        self.metrics.invalid_utf8.fetch_add(after.invalid_utf8.saturating_sub(before.invalid_utf8), Relaxed);
+        self.metrics.truncated_lines.fetch_add(after.truncated_lines.saturating_sub(before.truncated_lines), Relaxed);
         match res {
             Ok(r) => {
                 if r.bytes > 0 || r.truncated {
@@ -331,17 +373,18 @@ impl Source {
                     let (dir, path) = (t.dir.clone(), t.path.clone());
                     self.learn_node(&dir, &path);
                 }
-                let Some(t) = self.files.get(&key) else { return r.bytes };
-                if r.at_eof && t.gone {
+                let Some(t) = self.files.get(&key) else { return (r.bytes, None) };
+                let blocked = t.parser.blocked();
+                if r.at_eof && t.gone && blocked.is_none() {
                     self.close(key);
                 }
-                r.bytes
+                (r.bytes, blocked)
             }
             Err(e) => {
                 tracing::warn!(path = %t.path.display(), offset = t.parser.offset(), error = %e, "read failed; closing the file");
                 self.metrics.read_errors.fetch_add(1, Relaxed);
                 self.close(key);
-                0
+                (0, None)
             }
         }
     }
@@ -355,18 +398,22 @@ impl Source {
         self.closed.push(position(&t, &self.hold));
     }
 
-    /// Emits the open record of every file quiet for `idle_flush`, and partial last
+    /// Emits the open record of every file quiet for `idle_flush` (unless it is
+    /// dated past what the files still being read have reached), and partial last
     /// lines quiet for `partial_line_timeout`.
     fn flush_idle(&mut self) {
         let now = Instant::now();
         let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
+        let oldest = self.files.values().filter(|t| t.has_work()).map(|t| t.head()).min();
+        let limit = self.merge_limit(oldest);
         let keys: Vec<FileKey> = self.files.keys().copied().collect();
         for key in keys {
             let wait_node = self.waits_for_node(key);
             let Some(t) = self.files.get_mut(&key) else { continue };
             let before = t.parser.unemitted_offset();
             let mut router = Router::new(&mut self.batch, &mut self.hold, t, wait_node, self.cfg.source.actor_hold);
-            t.flush_if_idle(now, idle, partial, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
+            let opts = &self.cfg.source.parse;
+            t.flush_if_idle(now, idle, partial, limit, &mut self.corr, opts, &mut |r| router.route(r));
             if t.parser.unemitted_offset() != before {
                 self.dirty.insert(key);
             }

@@ -6,14 +6,19 @@
 //! below what was read was truncated in place (copy-truncate): reading restarts at 0.
 //! A deleted file is drained, then closed. The bytes go to the file's
 //! [`FileParser`], which holds partial lines and open records until they complete.
+//!
+//! Reads are positioned (`pread` at the parser's offset), because a read may stop
+//! early: under a time limit the parser refuses a record dated after it, and the
+//! bytes it did not take are read again when the limit has moved on. The read size
+//! adapts to how much the file takes per read, so little is read twice.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use raylog_parsers::{Correlator, FileMeta, FileParser, Options, Record};
+use raylog_parsers::{Correlator, FileMeta, FileParser, Options, Record, Timestamp};
 
 use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
 
@@ -39,6 +44,10 @@ pub struct Tailed {
     flushed: bool,
     /// The last read reached the end of the file.
     pub at_eof: bool,
+    /// The time of the last record read (where the file stands in time).
+    pub last_time: Option<Timestamp>,
+    /// Bytes to ask for in the next read (see the module docs).
+    read_size: usize,
     /// Hash of the file's first line: with the inode, what document ids derive from.
     ident: u64,
     /// The first line was complete when `ident` was taken.
@@ -51,7 +60,12 @@ pub struct ReadResult {
     pub bytes: u64,
     pub truncated: bool,
     pub at_eof: bool,
+    /// The time limit stopped it before a record (see [`FileParser::blocked`]).
+    pub blocked: bool,
 }
+
+/// Bounds of the adaptive read size.
+const MIN_READ: usize = 16 << 10;
 
 impl Tailed {
     /// Opens `path` and positions the parser at `offset` with `ctx` (from a checkpoint).
@@ -67,7 +81,6 @@ impl Tailed {
         let md = file.metadata()?;
         let key = FileKey::of(&md);
         let fingerprint = Fingerprint::read(&mut file, md.len().min(offset.max(FINGERPRINT_MAX)))?;
-        file.seek(SeekFrom::Start(offset))?;
         let mtime = md
             .modified()
             .ok()
@@ -76,6 +89,7 @@ impl Tailed {
         let meta = Arc::new(meta);
         let mut parser = FileParser::new((*meta).clone(), node, mtime);
         parser.resume_at(offset, ctx);
+        let last_time = parser.context().last_timestamp;
         Ok(Tailed {
             key,
             path,
@@ -92,7 +106,28 @@ impl Tailed {
             gone: false,
             flushed: true,
             at_eof: false,
+            last_time,
+            read_size: MIN_READ,
         })
+    }
+
+    /// Where the file stands in time, for reading files in time order: the record
+    /// the limit stopped at, else the last one read (`i64::MIN` when none yet, so a
+    /// new file is looked at first).
+    pub fn head(&self) -> i64 {
+        self.parser.blocked().or(self.last_time).map_or(i64::MIN, |t| t.0)
+    }
+
+    /// Whether reading may emit something: bytes not read yet, or a record the time
+    /// limit kept back.
+    pub fn has_work(&self) -> bool {
+        self.size > self.parser.offset() || self.parser.blocked().is_some()
+    }
+
+    /// Refreshes the size; false when the file cannot be stat'ed.
+    pub fn stat(&mut self) -> std::io::Result<()> {
+        self.size = self.file.metadata()?.len();
+        Ok(())
     }
 
     /// Hash of the first line (identifies this file's content for document ids even
@@ -101,7 +136,6 @@ impl Tailed {
         if !self.ident_final {
             // From the open descriptor, not the path: after a rename rotation the
             // path names the next file, and the ids of this one must not change.
-            use std::os::unix::fs::FileExt;
             let mut head = [0u8; 256];
             let n = self.file.read_at(&mut head, 0).unwrap_or(0);
             let line_end = memchr::memchr(b'\n', &head[..n]);
@@ -128,69 +162,80 @@ impl Tailed {
         self.size.saturating_sub(self.parser.offset())
     }
 
-    /// Reads up to `budget` new bytes into the parser. Detects copy-truncate.
+    /// Reads up to `budget` new bytes into the parser, emitting no record dated after
+    /// `limit`. Detects copy-truncate.
+    #[allow(clippy::too_many_arguments)]
     pub fn read(
         &mut self,
         buf: &mut [u8],
         budget: u64,
+        limit: Option<Timestamp>,
         corr: &mut Correlator,
         opts: &Options,
         out: &mut dyn FnMut(&Record<'_>),
     ) -> std::io::Result<ReadResult> {
         let mut res = ReadResult::default();
-        self.size = self.file.metadata()?.len();
+        self.stat()?;
         if self.size < self.parser.offset() {
             // Truncated in place: what was there is gone; start over at 0.
             self.parser.finish(corr, opts, out);
             let ctx = self.parser.context().clone();
             self.parser = FileParser::new((*self.meta).clone(), self.node, None);
             self.parser.resume_at(0, raylog_parsers::parser::FileContext { last_timestamp: None, ..ctx });
-            self.file.seek(SeekFrom::Start(0))?;
             self.fingerprint = Fingerprint::default();
             self.ident_final = false;
             res.truncated = true;
         }
+        self.parser.set_limit(limit);
+        let last_time = &mut self.last_time;
+        let mut track = |r: &Record<'_>| {
+            *last_time = r.timestamp.or(*last_time);
+            out(r)
+        };
         while res.bytes < budget {
-            let want = (budget - res.bytes).min(buf.len() as u64) as usize;
-            let n = match self.file.read(&mut buf[..want]) {
+            let want = (budget - res.bytes).min(self.read_size.min(buf.len()) as u64) as usize;
+            let n = match self.file.read_at(&mut buf[..want], self.parser.offset()) {
                 Ok(0) => {
                     res.at_eof = true;
+                    // A record the limit kept back may be allowed now.
+                    res.blocked = self.parser.blocked().is_some();
                     break;
                 }
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            self.parser.push(&buf[..n], corr, opts, out);
-            res.bytes += n as u64;
+            let took = self.parser.push(&buf[..n], corr, opts, &mut track);
+            res.bytes += took as u64;
+            // Ask for about twice what the file takes per read, so a file read a
+            // little at a time (interleaved with others) is not read twice over.
+            self.read_size = (2 * took).clamp(MIN_READ, buf.len());
+            if took < n {
+                res.blocked = true;
+                break;
+            }
         }
         self.at_eof = res.at_eof;
         if res.bytes > 0 {
             self.last_data = Instant::now();
             self.flushed = false;
             if self.fingerprint.len < FINGERPRINT_MAX && self.parser.offset() > self.fingerprint.len {
-                self.grow_fingerprint()?;
+                self.fingerprint = Fingerprint::read(&mut self.file, self.parser.offset())?;
             }
         }
         Ok(res)
     }
 
-    /// Re-reads the fingerprint over more of the file as it grows, then restores
-    /// the read position.
-    fn grow_fingerprint(&mut self) -> std::io::Result<()> {
-        let pos = self.file.stream_position()?;
-        self.fingerprint = Fingerprint::read(&mut self.file, self.parser.offset())?;
-        self.file.seek(SeekFrom::Start(pos))?;
-        Ok(())
-    }
-
-    /// After `idle` with no data: emit the record held open (and, after
-    /// `partial_timeout`, a last line still waiting for its newline).
+    /// After `idle` with no data: emit the record held open unless it is dated after
+    /// `limit` (and, after `partial_timeout`, a last line still waiting for its
+    /// newline, whatever its time).
+    #[allow(clippy::too_many_arguments)]
     pub fn flush_if_idle(
         &mut self,
         now: Instant,
         idle: std::time::Duration,
         partial_timeout: std::time::Duration,
+        limit: Option<Timestamp>,
         corr: &mut Correlator,
         opts: &Options,
         out: &mut dyn FnMut(&Record<'_>),
@@ -205,8 +250,9 @@ impl Tailed {
             self.parser.finish(corr, opts, out);
             self.flushed = true;
         } else if quiet >= idle && !self.flushed {
-            self.parser.flush(corr, opts, out);
-            self.flushed = true;
+            self.parser.set_limit(limit);
+            // Kept back by the limit: tried again at the next round.
+            self.flushed = self.parser.flush(corr, opts, out);
         }
     }
 }

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::config::EsConfig;
 use super::encode::BulkEncoder;
 use crate::agent::batch::Batch;
-use crate::agent::sinks::{transport_error, Delivery, SendError};
+use crate::agent::sinks::{transport_error, DeadReason, Delivery, SendError};
 
 /// Asks for only what is read back: `errors` and each item's status and error, not
 /// `_index`, `_shards`, `_seq_no`… (five times less answer to parse, as Logstash does).
@@ -103,7 +103,7 @@ impl EsSink {
                 Ok(x) => x,
                 // The first request failed as a whole: report it as such.
                 Err(e) if a == 0 && b == sel.len() => return Err(e),
-                Err(SendError::Transient(reason)) => {
+                Err(SendError::Transient(reason) | SendError::Throttled(reason, _)) => {
                     tracing::warn!(sink = %self.cfg.name, %reason, "part of a split bulk request failed; retrying the rest");
                     out.retry.extend_from_slice(part);
                     for (a, b) in todo.drain(..).rev() {
@@ -112,7 +112,7 @@ impl EsSink {
                     break;
                 }
                 Err(SendError::Permanent(reason)) => {
-                    out.rejected.extend(part.iter().map(|&i| (i, reason.clone())));
+                    out.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, reason.clone())));
                     continue;
                 }
             };
@@ -124,7 +124,7 @@ impl EsSink {
                 }
                 Answer::TooLarge if part.len() == 1 => {
                     let reason = format!("HTTP 413: the document alone ({n} bytes as sent) is larger than the cluster's http.max_content_length");
-                    out.rejected.push((part[0], reason));
+                    out.rejected.push((part[0], DeadReason::Rejected, reason));
                 }
                 Answer::TooLarge => {
                     let mid = a + (b - a) / 2;
@@ -324,7 +324,7 @@ fn read_items(body: &[u8], part: &[u32]) -> Result<Delivery, String> {
                     Some(e) => format!("{status} {e}"),
                     None => format!("{status} (no error given)"),
                 };
-                d.rejected.push((entry, reason.chars().take(1000).collect()));
+                d.rejected.push((entry, DeadReason::Rejected, reason.chars().take(1000).collect()));
             }
         }
     }

@@ -13,7 +13,7 @@ use super::service::EsSink;
 use crate::agent::batch::{doc_id, Batch, IdField, NodeIdentity};
 use crate::agent::config::values::{Problems, Secret};
 use crate::agent::sinks::tls::BasicAuthRaw;
-use crate::agent::sinks::{Delivery, SendError};
+use crate::agent::sinks::{DeadReason, Delivery, SendError};
 use crate::testkit::elasticsearch::{self as testes, EsServer};
 
 const SESSION: &str = "session_2026-11-30_09-31-29_637100_6988";
@@ -88,7 +88,7 @@ fn hex(id: u128) -> String {
 }
 
 /// Sends until nothing is left to retry (as the sink driver does, minus backoff).
-async fn deliver(sink: &mut EsSink, b: &Batch) -> Vec<(u32, String)> {
+async fn deliver(sink: &mut EsSink, b: &Batch) -> Vec<(u32, DeadReason, String)> {
     let mut only: Option<Vec<u32>> = None;
     let mut rejected = Vec::new();
     for _ in 0..20 {
@@ -281,7 +281,8 @@ async fn mapping_conflicts_are_rejected_with_the_reason() {
     assert!(d.retry.is_empty());
     let with_level: Vec<u32> = (0..b.len() as u32).filter(|&i| b.entries[i as usize].level.is_some()).collect();
     assert_eq!(d.rejected.iter().map(|r| r.0).collect::<Vec<_>>(), with_level);
-    let reason = &d.rejected[0].1;
+    assert!(d.rejected.iter().all(|r| r.1 == DeadReason::Rejected));
+    let reason = &d.rejected[0].2;
     assert!(reason.starts_with("400 document_parsing_exception"), "{reason}");
     assert!(reason.contains("failed to parse field [level] of type [long]"), "{reason}");
     assert_eq!(es.docs().len(), 1 + b.len() - with_level.len());
@@ -378,5 +379,5 @@ async fn a_single_document_too_large_is_rejected_alone() {
     let (d, _) = sink.send(&b, Some(&[0, 1])).await.unwrap();
     assert!(d.retry.is_empty());
     assert_eq!(d.rejected.len(), 2);
-    assert!(d.rejected[0].1.contains("413"), "{:?}", d.rejected);
+    assert!(d.rejected[0].2.contains("413"), "{:?}", d.rejected);
 }

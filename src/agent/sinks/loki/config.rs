@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::config::values::{DurationValue, Problems, Secret};
+use crate::agent::config::values::{DurationValue, Problems, Secret, SizeValue};
 use crate::agent::sinks::tls::{build_client, parse_endpoint, timeout, BasicAuthRaw, TlsRaw};
 
 /// Record fields a label template may use: `{component}`, `{level}`, `{node}`…
@@ -66,6 +66,15 @@ pub struct LokiRaw {
     #[serde(default)]
     pub tls: TlsRaw,
     pub timeout: Option<DurationValue>,
+    /// Longer lines are cut and flagged `truncated`. Default 256KiB, Loki's
+    /// `max_line_size`.
+    pub max_line_bytes: Option<SizeValue>,
+    /// Entries older than this go to the dead-letter file instead of Loki. Default
+    /// `"7d"`, Loki's `reject_old_samples_max_age`.
+    pub reject_old_after: Option<DurationValue>,
+    /// Entries this far in the future likewise. Default `"10m"`, Loki's
+    /// `creation_grace_period`.
+    pub reject_future_after: Option<DurationValue>,
 }
 
 /// Wire encoding of a push.
@@ -100,7 +109,15 @@ pub struct LokiConfig {
     pub basic_auth: Option<(String, String)>,
     pub bearer_token: Option<String>,
     pub client: reqwest::Client,
+    pub max_line_bytes: usize,
+    pub reject_old_after: std::time::Duration,
+    pub reject_future_after: std::time::Duration,
 }
+
+/// Loki's default `max_line_size`.
+pub const LOKI_MAX_LINE: u64 = 256 << 10;
+/// Loki refuses more labels than this per stream (`max_label_names_per_series`).
+pub const LOKI_MAX_LABELS: usize = 15;
 
 fn default_labels() -> BTreeMap<String, String> {
     [
@@ -168,6 +185,35 @@ impl LokiRaw {
             p.add(key, "set basic_auth or bearer_token, not both");
         }
         let client = build_client(&self.tls, timeout(&self.timeout, key, p), key, p).unwrap_or_default();
+        let max_line_bytes =
+            self.max_line_bytes.as_ref().map_or(LOKI_MAX_LINE, |v| v.get(&format!("{key}.max_line_bytes"), p));
+        if !(1024..=LOKI_MAX_LINE * 64).contains(&max_line_bytes) {
+            p.add(
+                &format!("{key}.max_line_bytes"),
+                format!(
+                    "{max_line_bytes} is out of range: 1KiB to 16MiB (keep it at Loki's limits_config.max_line_size)"
+                ),
+            );
+        }
+        let day = std::time::Duration::from_secs(86_400);
+        let reject_old_after =
+            self.reject_old_after.as_ref().map_or(7 * day, |v| v.get(&format!("{key}.reject_old_after"), p));
+        if reject_old_after < std::time::Duration::from_secs(3600) || reject_old_after > 3650 * day {
+            p.add(
+                &format!("{key}.reject_old_after"),
+                "must be between 1h and 3650d (match Loki's limits_config.reject_old_samples_max_age)",
+            );
+        }
+        let reject_future_after = self
+            .reject_future_after
+            .as_ref()
+            .map_or(std::time::Duration::from_secs(600), |v| v.get(&format!("{key}.reject_future_after"), p));
+        if reject_future_after > day {
+            p.add(
+                &format!("{key}.reject_future_after"),
+                "must be at most 1d (match Loki's limits_config.creation_grace_period)",
+            );
+        }
         LokiConfig {
             name: self.name.clone().unwrap_or_else(|| "loki".into()),
             push_url,
@@ -179,10 +225,22 @@ impl LokiRaw {
             basic_auth,
             bearer_token,
             client,
+            max_line_bytes: max_line_bytes as usize,
+            reject_old_after,
+            reject_future_after,
         }
     }
 
     fn check_labels(&self, labels: &BTreeMap<String, String>, key: &str, p: &mut Problems) {
+        if labels.len() > LOKI_MAX_LABELS {
+            p.add(
+                &format!("{key}.labels"),
+                format!(
+                    "{} labels; Loki takes at most {LOKI_MAX_LABELS} per stream (max_label_names_per_series)",
+                    labels.len()
+                ),
+            );
+        }
         for (name, template) in labels {
             let k = format!("{key}.labels.{name}");
             if name.is_empty()

@@ -7,6 +7,15 @@
 //! whose label inputs equal the previous entry's reuses its stream without rendering.
 //! Every buffer lives in [`LokiEncoder`] and is reused: encoding allocates per batch
 //! (the body handed to the HTTP client) and never per record.
+//!
+//! What is sent stays within Loki's limits, so Loki never drops part of a record:
+//! a line longer than `max_line_bytes` is cut (on a character) and flagged with the
+//! structured-metadata pair `truncated="true"`, metadata values are cut at
+//! [`MAX_META_VALUE`] (so an entry's metadata stays under Loki's 64 KiB) and label
+//! values at [`MAX_LABEL_VALUE`]. An entry's time is the record's plus an offset
+//! below the record's own precision ([`entry_time`]): Loki stores entries with the
+//! same stream, time and line once, and two records of one millisecond may well be
+//! the same text.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -15,111 +24,31 @@ use std::io::Write;
 use raylog_parsers::ndjson::write_str;
 
 use super::config::{LineFormat, LokiConfig, LokiEncoding, METADATA_FIELDS, TEMPLATE_FIELDS};
-use crate::agent::batch::{Batch, Entry, IdField, Span};
+use super::fields::{format_u64, Field};
+use super::pb;
+use crate::agent::batch::{floor_char_boundary, Batch, Entry};
 
 /// Used when every configured label renders empty: Loki refuses a stream without labels.
 const FALLBACK_LABEL: (&str, &str) = ("service_name", "ray");
+/// Longest label value sent (Loki's `max_label_value_length` is 2048).
+pub const MAX_LABEL_VALUE: usize = 2048;
+/// Longest structured-metadata value sent: with at most 13 pairs an entry's metadata
+/// stays under Loki's 64 KiB (`max_structured_metadata_size`).
+pub const MAX_META_VALUE: usize = 4096;
 
-/// A record field a label template (`{component}`…) or structured metadata uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Field {
-    Component,
-    Level,
-    Node,
-    Cluster,
-    ServiceName,
-    Stream,
-    Session,
-    File,
-    Pid,
-    TaskName,
-    ActorName,
-    SubmissionId,
-    Id(IdField),
-}
-
-impl Field {
-    /// The field a name in `TEMPLATE_FIELDS` or `METADATA_FIELDS` means.
-    fn parse(name: &str) -> Option<Field> {
-        if let Some(id) = IdField::ALL.into_iter().find(|f| f.name() == name) {
-            return Some(Field::Id(id));
-        }
-        Some(match name {
-            "component" => Field::Component,
-            "level" => Field::Level,
-            "node" => Field::Node,
-            "cluster" => Field::Cluster,
-            "service_name" => Field::ServiceName,
-            "stream" => Field::Stream,
-            "session" => Field::Session,
-            "file" => Field::File,
-            "pid" => Field::Pid,
-            "task_name" => Field::TaskName,
-            "actor_name" => Field::ActorName,
-            "submission_id" => Field::SubmissionId,
-            _ => return None,
-        })
-    }
-
-    /// The value for `e`; empty when the record has none. `num` holds a number's digits.
-    fn value<'b>(self, batch: &'b Batch, e: &Entry, num: &'b mut [u8; 20]) -> &'b str {
-        match self {
-            // Digits are UTF-8.
-            Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
-            f => f.text(batch, e),
-        }
-    }
-
-    /// The value of a field that is not a number (empty for `pid`).
-    fn text<'b>(self, batch: &'b Batch, e: &Entry) -> &'b str {
-        match self {
-            Field::Component => batch.str(e.component),
-            Field::Level => e.level.map_or("", |l| l.as_str()),
-            Field::Node => &batch.node.name,
-            Field::Cluster => batch.node.cluster.as_deref().unwrap_or(""),
-            Field::ServiceName => "ray",
-            Field::Stream => e.stream.map_or("", |s| s.as_str()),
-            Field::Session => batch.str(e.session),
-            Field::File => batch.str(e.file),
-            Field::Pid => "",
-            Field::TaskName => batch.str(e.task_name),
-            Field::ActorName => batch.str(e.actor_name),
-            Field::SubmissionId => batch.str(e.submission_id),
-            Field::Id(id) => batch.id(e, id).unwrap_or(""),
-        }
-    }
-
-    /// The span holding the value, for fields kept in the batch's text arena.
-    fn span(self, e: &Entry) -> Option<Span> {
-        Some(match self {
-            Field::Component => e.component,
-            Field::Session => e.session,
-            Field::File => e.file,
-            Field::TaskName => e.task_name,
-            Field::ActorName => e.actor_name,
-            Field::SubmissionId => e.submission_id,
-            Field::Id(id) => e.ids[id as usize],
-            _ => return None,
-        })
-    }
-
-    /// Whether `a` and `b` have the same value. Records of one file share the spans
-    /// of its fields, so equal spans settle it without comparing bytes.
-    fn same(self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
-        match self {
-            Field::Level => a.level == b.level,
-            Field::Stream => a.stream == b.stream,
-            Field::Pid => a.pid == b.pid,
-            Field::Node | Field::Cluster | Field::ServiceName => true,
-            // Every other field lives in the text arena.
-            _ => self.span(a) == self.span(b) || self.text(batch, a) == self.text(batch, b),
-        }
-    }
-
-    /// Whether the value can differ between entries of one batch.
-    fn per_entry(self) -> bool {
-        !matches!(self, Field::Node | Field::Cluster | Field::ServiceName)
-    }
+/// The time of `e`'s Loki entry: the record's time plus a deterministic offset,
+/// from the record's document id (file identity, offset, message), below the
+/// record's own precision: under a millisecond for Ray's millisecond times, under
+/// a microsecond for microsecond times, none for nanosecond times. Records that
+/// share stream, time and line thus stay distinct entries, and a replay of the same
+/// record gets the same time, which Loki stores once.
+pub fn entry_time(ts: i64, doc_id: u128) -> i64 {
+    let unit: i64 = match ts {
+        t if t % 1_000_000 == 0 => 1_000_000,
+        t if t % 1_000 == 0 => 1_000,
+        _ => return ts,
+    };
+    ts.saturating_add((doc_id % unit as u128) as i64)
 }
 
 /// A structured-metadata field with its protobuf `LabelPairAdapter.name` field
@@ -188,27 +117,18 @@ fn compile(template: &str) -> Vec<Part> {
     parts
 }
 
-/// Calls `f(name, value)` for each configured metadata field `e` has.
-fn each_meta(metadata: &[Meta], batch: &Batch, e: &Entry, mut f: impl FnMut(&'static str, &str)) {
+/// Calls `f(name, value)` for each configured metadata field `e` has, and
+/// `truncated` when its line was cut.
+fn each_meta(metadata: &[Meta], batch: &Batch, e: &Entry, cut: bool, mut f: impl FnMut(&'static str, &str)) {
     let mut num = [0u8; 20];
     for m in metadata {
         let v = m.field.value(batch, e, &mut num);
         if !v.is_empty() {
-            f(m.name, v);
+            f(m.name, &v[..floor_char_boundary(v, MAX_META_VALUE)]);
         }
     }
-}
-
-/// Decimal digits of `v` in `buf`.
-fn format_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[i..];
-        }
+    if cut {
+        f("truncated", "true");
     }
 }
 
@@ -257,6 +177,9 @@ pub struct LokiEncoder {
     metadata: Vec<Meta>,
     line_format: LineFormat,
     encoding: LokiEncoding,
+    max_line: usize,
+    /// A JSON line rebuilt with its message cut (lines too long for Loki; rare).
+    long_line: Vec<u8>,
     /// Label hash → first slot with that hash.
     index: HashMap<u64, u32>,
     slots: Vec<Slot>,
@@ -305,6 +228,8 @@ impl LokiEncoder {
                 }),
             line_format: cfg.line_format,
             encoding: cfg.encoding,
+            max_line: cfg.max_line_bytes,
+            long_line: Vec::new(),
             index: HashMap::new(),
             slots: Vec::new(),
             arena: Vec::new(),
@@ -411,7 +336,7 @@ impl LokiEncoder {
             }
         };
         recent.items[0] = (i, slot);
-        self.order.push((slot, e.timestamp_ns, i));
+        self.order.push((slot, entry_time(e.timestamp_ns, e.doc_id), i));
     }
 
     fn same_labels(&self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
@@ -442,7 +367,7 @@ impl LokiEncoder {
         new
     }
 
-    /// Renders one label's value for `e` into `self.value`.
+    /// Renders one label's value for `e` into `self.value`, cut at [`MAX_LABEL_VALUE`].
     fn render_value(value: &mut String, label: &Label, batch: &Batch, e: &Entry) {
         value.clear();
         for part in &label.parts {
@@ -451,6 +376,22 @@ impl LokiEncoder {
                 Part::Field(f) => value.push_str(f.value(batch, e, &mut [0; 20])),
             }
         }
+        value.truncate(floor_char_boundary(value, MAX_LABEL_VALUE));
+    }
+
+    /// The entries of the stream whose label string is `labels` in the last push, in
+    /// the order they were sent (by time), or `None` if no stream has that string.
+    pub fn stream_entries(&self, labels: &str) -> Option<Vec<u32>> {
+        let slot = self.slots.iter().position(|s| {
+            let (start, len) = s.labels;
+            &self.arena[start as usize..(start + len) as usize] == labels.as_bytes()
+        })?;
+        Some(self.order[self.run(slot)].iter().map(|o| o.2).collect())
+    }
+
+    /// The times the entries of the last push were sent with, by entry index.
+    pub fn sent_time(&self, entry: u32) -> Option<i64> {
+        self.order.iter().find(|o| o.2 == entry).map(|o| o.1)
     }
 
     /// `{a="x", b="y"}` into `self.key`: names sorted, empty values left out.
@@ -469,10 +410,34 @@ impl LokiEncoder {
         self.key.push(b'}');
     }
 
-    fn line<'b>(&self, batch: &'b Batch, e: &Entry) -> &'b [u8] {
-        match self.line_format {
-            LineFormat::Message => batch.str(e.message).as_bytes(),
-            LineFormat::Json => batch.json_of(e).as_bytes(),
+    /// The line of `e` and whether it had to be cut for Loki (or was cut already
+    /// by the parser). Uses `long_line` for a JSON line rebuilt shorter.
+    fn line<'b>(
+        max: usize,
+        format: LineFormat,
+        long_line: &'b mut Vec<u8>,
+        batch: &'b Batch,
+        e: &Entry,
+    ) -> (&'b [u8], bool) {
+        match format {
+            LineFormat::Message => {
+                let m = batch.str(e.message);
+                let n = floor_char_boundary(m, max);
+                (&m.as_bytes()[..n], e.truncated || n < m.len())
+            }
+            LineFormat::Json => {
+                let j = batch.json_of(e);
+                if j.len() <= max {
+                    return (j.as_bytes(), e.truncated);
+                }
+                // Too long: the fields with the message cut to what fits.
+                long_line.clear();
+                let over = j.len() - max;
+                let keep = batch.str(e.message).len().saturating_sub(over + 64);
+                batch.write_fields_json(e, long_line, keep);
+                let fits = std::str::from_utf8(long_line).map_or(0, |s| floor_char_boundary(s, max));
+                (&long_line[..fits], true)
+            }
         }
     }
 
@@ -483,6 +448,7 @@ impl LokiEncoder {
 
     fn write_protobuf(&mut self, batch: &Batch) {
         let mut raw = std::mem::take(&mut self.raw);
+        let mut long_line = std::mem::take(&mut self.long_line);
         for (slot, s) in self.slots.iter().enumerate() {
             let run = self.run(slot);
             let (start, len) = s.labels;
@@ -491,27 +457,32 @@ impl LokiEncoder {
             pb::nested(&mut raw, 1, 3, |raw| {
                 pb::str_field(raw, 1, labels);
                 for &(_, ts, i) in &self.order[run] {
-                    self.write_entry(raw, batch, &batch.entries[i as usize], ts);
+                    self.write_entry(raw, &mut long_line, batch, &batch.entries[i as usize], ts);
                 }
             });
         }
         self.raw = raw;
+        self.long_line = long_line;
     }
 
     /// One `EntryAdapter` field (tag 2): this runs once per record and is the
     /// encoder's hot path.
-    fn write_entry(&self, raw: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
+    fn write_entry(&self, raw: &mut Vec<u8>, long_line: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
+        let (line, cut) = Self::line(self.max_line, self.line_format, long_line, batch, e);
         // Entries of 128 B to 16 KiB take a 2-byte length.
         pb::nested(raw, 2, 2, |raw| {
             pb::key(raw, 1, pb::LEN);
             pb::varint(raw, pb::timestamp_len(ts) as u64);
             pb::timestamp(raw, ts);
-            pb::str_field(raw, 2, self.line(batch, e));
+            pb::str_field(raw, 2, line);
             let mut digits = [0u8; 20];
             for m in &self.metadata {
                 let v = match m.field {
                     Field::Pid => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
-                    f => f.text(batch, e).as_bytes(),
+                    f => {
+                        let t = f.text(batch, e);
+                        &t.as_bytes()[..floor_char_boundary(t, MAX_META_VALUE)]
+                    }
                 };
                 if v.is_empty() {
                     continue;
@@ -525,11 +496,18 @@ impl LokiEncoder {
                 raw.truncate(raw.len() - (16 - n));
                 pb::str_field(raw, 2, v);
             }
+            if cut {
+                pb::nested(raw, 3, 1, |raw| {
+                    pb::str_field(raw, 1, b"truncated");
+                    pb::str_field(raw, 2, b"true");
+                });
+            }
         });
     }
 
     fn write_json(&mut self, batch: &Batch) {
         let mut raw = std::mem::take(&mut self.raw);
+        let mut long_line = std::mem::take(&mut self.long_line);
         raw.extend_from_slice(b"{\"streams\":[");
         for slot in 0..self.slots.len() {
             if slot > 0 {
@@ -544,27 +522,27 @@ impl LokiEncoder {
                 if j > 0 {
                     raw.push(b',');
                 }
-                self.write_json_value(&mut raw, batch, &batch.entries[i as usize], ts);
+                self.write_json_value(&mut raw, &mut long_line, batch, &batch.entries[i as usize], ts);
             }
             raw.extend_from_slice(b"]}");
         }
         raw.extend_from_slice(b"]}");
         self.raw = raw;
+        self.long_line = long_line;
     }
 
     /// `["<ns>","<line>",{<metadata>}]`, the metadata object only when non-empty.
-    fn write_json_value(&self, raw: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
+    fn write_json_value(&self, raw: &mut Vec<u8>, long_line: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
         raw.extend_from_slice(b"[\"");
         push_i64(raw, ts);
         raw.extend_from_slice(b"\",");
-        match self.line_format {
-            LineFormat::Message => write_str(raw, batch.str(e.message)),
-            LineFormat::Json => write_str(raw, batch.json_of(e)),
-        }
+        let (line, cut) = Self::line(self.max_line, self.line_format, long_line, batch, e);
+        // Cut on a character, so still UTF-8.
+        write_str(raw, std::str::from_utf8(line).unwrap_or_default());
         let open = raw.len();
         raw.extend_from_slice(b",{");
         let mut first = true;
-        each_meta(&self.metadata, batch, e, |name, v| {
+        each_meta(&self.metadata, batch, e, cut, |name, v| {
             if !first {
                 raw.push(b',');
             }
@@ -623,97 +601,6 @@ fn push_label(key: &mut Vec<u8>, name: &str, value: &str) {
         }
     }
     key.push(b'"');
-}
-
-/// Protobuf wire encoding, just what `PushRequest` needs (proto3: empty strings and
-/// zero scalars are left out).
-mod pb {
-    pub const VARINT: u8 = 0;
-    pub const LEN: u8 = 2;
-
-    pub fn varint_len(v: u64) -> usize {
-        (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-    }
-
-    pub fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    /// Field numbers here are all below 16: one byte.
-    pub fn key(out: &mut Vec<u8>, field: u8, wire: u8) {
-        out.push(field << 3 | wire);
-    }
-
-    /// A length-delimited field whose body `body` writes. `guess` bytes are reserved
-    /// for the length, so the body is written once; when the length needs another
-    /// size the body is moved, keeping the canonical (shortest) varint.
-    pub fn nested(out: &mut Vec<u8>, field: u8, guess: usize, body: impl FnOnce(&mut Vec<u8>)) {
-        key(out, field, LEN);
-        let at = out.len();
-        out.resize(at + guess, 0);
-        body(out);
-        let n = out.len() - at - guess;
-        let need = varint_len(n as u64);
-        if need != guess {
-            if need > guess {
-                out.resize(out.len() + need - guess, 0);
-            }
-            out.copy_within(at + guess..at + guess + n, at + need);
-            out.truncate(at + need + n);
-        }
-        let mut v = n as u64;
-        for b in &mut out[at..at + need] {
-            *b = v as u8 & 0x7f | if v >= 0x80 { 0x80 } else { 0 };
-            v >>= 7;
-        }
-    }
-
-    /// Size of a nested message field whose body is `n` bytes.
-    pub fn msg_field_len(n: usize) -> usize {
-        1 + varint_len(n as u64) + n
-    }
-
-    pub fn str_field_len(n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            msg_field_len(n)
-        }
-    }
-
-    pub fn str_field(out: &mut Vec<u8>, field: u8, s: &[u8]) {
-        if !s.is_empty() {
-            key(out, field, LEN);
-            varint(out, s.len() as u64);
-            out.extend_from_slice(s);
-        }
-    }
-
-    /// `google.protobuf.Timestamp`: seconds and non-negative nanos.
-    fn split(ns: i64) -> (i64, i64) {
-        (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
-    }
-
-    pub fn timestamp_len(ns: i64) -> usize {
-        let (s, n) = split(ns);
-        let part = |v: i64| if v == 0 { 0 } else { 1 + varint_len(v as u64) };
-        part(s) + part(n)
-    }
-
-    pub fn timestamp(out: &mut Vec<u8>, ns: i64) {
-        let (s, n) = split(ns);
-        for (field, v) in [(1, s), (2, n)] {
-            if v != 0 {
-                key(out, field, VARINT);
-                // int64: negative values are their two's complement, ten bytes.
-                varint(out, v as u64);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,14 @@
 //!
 //! - [`config`]: keys and validation (labels, structured metadata, auth, TLS).
 //! - [`encode`]: a batch → streams grouped by label set → protobuf+snappy or JSON(+gzip).
-//! - [`service`]: the HTTP client: headers, auth, status handling.
+//! - [`service`]: the HTTP client: headers, auth, and what Loki did with each entry.
+//! - [`refusal`]: reading Loki's partial refusals; dead-letter reasons.
 
 pub mod config;
 pub mod encode;
+mod fields;
+mod pb;
+pub mod refusal;
 pub mod service;
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use raylog_parsers::{classify, Correlator, FileParser, Id, Options};
 use super::config::{LokiConfig, LokiRaw};
 use super::service::LokiSink;
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
-use crate::agent::config::values::{Problems, Secret};
+use crate::agent::config::values::{DurationValue, Problems, Secret};
 use crate::agent::sinks::tls::BasicAuthRaw;
-use crate::agent::sinks::SendError;
+use crate::agent::sinks::{DeadReason, SendError};
 use crate::testkit::loki::{self, parse_labels, LokiServer, ReceivedEntry};
 
 const SESSION: &str = "session_2026-11-30_09-31-29_637100_6988";
@@ -58,7 +58,12 @@ fn ray_batch(node: &str, cluster: Option<&str>) -> Batch {
 }
 
 fn config(server: &LokiServer, edit: impl FnOnce(&mut LokiRaw)) -> LokiConfig {
-    let mut raw = LokiRaw { endpoint: Some(server.url()), ..LokiRaw::default() };
+    // The records here are from 2026-11-30: keep them inside the age limit for good.
+    let mut raw = LokiRaw {
+        endpoint: Some(server.url()),
+        reject_old_after: Some(DurationValue::Text("3650d".into())),
+        ..LokiRaw::default()
+    };
     edit(&mut raw);
     let mut p = Problems::default();
     let cfg = raw.validate("sinks[0]", &mut p);
@@ -76,6 +81,11 @@ fn find<'a>(entries: &'a [ReceivedEntry], line_start: &str) -> &'a ReceivedEntry
 
 fn ns(rfc3339: &str) -> i64 {
     rfc3339.parse::<jiff::Timestamp>().unwrap().as_nanosecond() as i64
+}
+
+/// The millisecond of a Loki entry time (below it, the sink adds its tie-breaker).
+fn ms(ns: i64) -> i64 {
+    ns.div_euclid(1_000_000)
 }
 
 fn default_labels(component: &str, level: Option<&str>) -> BTreeMap<String, String> {
@@ -103,7 +113,7 @@ fn assert_ray_entries(got: &[ReceivedEntry]) {
     assert_eq!(got.len(), 7);
     let warn = find(got, "Disconnecting client");
     assert_eq!(warn.labels, default_labels("raylet", Some("WARNING")));
-    assert_eq!(warn.timestamp_ns, ns("2026-11-30T09:31:42.357Z"));
+    assert_eq!(ms(warn.timestamp_ns), ms(ns("2026-11-30T09:31:42.357Z")));
     assert_eq!(warn.line, "Disconnecting client due to connection error with code 2: End of file");
     assert_eq!(
         warn.metadata,
@@ -194,7 +204,7 @@ async fn entries_of_a_stream_arrive_in_time_order() {
         let (got, _, _) = push_all(|r| r.encoding = Some(encoding.into())).await;
         let info = lines_of_stream(&got, &default_labels("raylet", Some("INFO")));
         assert_eq!(info.len(), 2);
-        assert_eq!(info[0].0, ns("2026-11-30T09:31:32.619Z"), "{encoding}: read second, sent first");
+        assert_eq!(ms(info[0].0), ms(ns("2026-11-30T09:31:32.619Z")), "{encoding}: read second, sent first");
         assert!(info[1].1.starts_with("Setting node ID"));
         // Same timestamp: the batch's order is kept.
         let prints = lines_of_stream(&got, &default_labels("worker", None));
@@ -316,22 +326,156 @@ async fn auth_failure_message_names_the_settings() {
 }
 
 #[tokio::test]
-async fn bad_request_is_permanent_with_lokis_reason() {
+async fn a_refusal_naming_no_entry_is_settled_by_halving() {
+    // One 400 that names no entry (the in-process server then stored nothing): the
+    // halves go again and are stored.
     let server = loki::start().await;
-    let reason = "entry for stream '{service_name=\"ray\"}' has timestamp too old: 2020-01-01T00:00:00Z";
+    let reason = "1 errors like: entry for stream '{service_name=\"ray\"}' has timestamp too old: 2020-01-01T00:00:00Z";
     server.reject_next(1, 400, reason);
-    let err = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap_err();
-    let SendError::Permanent(m) = err else { panic!("{err:?}") };
-    assert!(m.contains("400") && m.contains(reason), "{m}");
+    let (d, _) = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap();
+    assert_eq!(d.rejected, vec![]);
+    assert_eq!(server.entries().len(), 7);
+    assert_eq!(server.requests().len(), 3, "the push, then its two halves");
+    // Refused every time: each entry ends alone, dead-lettered with Loki's reason.
+    let server = loki::start().await;
+    server.reject_next(100, 400, "invalid entry");
+    let (d, _) = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap();
+    let mut refused: Vec<u32> = d.rejected.iter().map(|r| r.0).collect();
+    refused.sort();
+    assert_eq!(refused, (0..7).collect::<Vec<_>>());
+    assert!(d.rejected.iter().all(|r| r.1 == DeadReason::Rejected && r.2.contains("invalid entry")), "{d:?}");
+    assert!(server.requests().len() <= 13, "{} requests", server.requests().len());
 }
 
 #[tokio::test]
-async fn a_line_over_lokis_limit_is_refused_for_good() {
+async fn a_distributor_refusal_counting_every_entry_refuses_them_at_once() {
+    let server = loki::start().await;
+    server.reject_next(100, 400, "7 errors like: error parsing labels");
+    let (d, _) = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap();
+    assert_eq!(d.rejected.len(), 7);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn the_ingesters_refusal_names_one_streams_oldest_entries() {
+    // Loki's out-of-order window refused the older raylet INFO line; it names that
+    // stream only, so the other streams are sent again (Loki stores a repeat once).
+    let server = loki::start().await;
+    let stream = "{component=\"raylet\", level=\"INFO\", node=\"n\", service_name=\"ray\"}";
+    let ingester = format!(
+        "entry with timestamp 2026-11-30 09:31:32.619 +0000 UTC ignored, reason: 'entry too far behind, entry timestamp is: 2026-11-30T09:31:32Z, oldest acceptable timestamp is: 2026-11-30T09:31:40Z',\nuser 'fake', total ignored: 1 out of 2 for stream: {stream}"
+    );
+    server.reject_next(1, 400, &ingester);
+    let batch = ray_batch("n", None);
+    let (d, _) = LokiSink::new(config(&server, |_| {})).send(&batch, None).await.unwrap();
+    assert_eq!(d.rejected.len(), 1, "{d:?}");
+    let (i, kind, why) = &d.rejected[0];
+    assert!(batch.str(batch.entries[*i as usize].message).starts_with("Setting cluster ID"), "the older of the two");
+    assert_eq!(*kind, DeadReason::TooFarBehind);
+    assert!(why.contains("out-of-order window") && why.contains("oldest acceptable"), "{why}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].entries, 5, "the push again without the stream Loki named");
+    assert!(d.retry.is_empty());
+}
+
+#[tokio::test]
+async fn entries_loki_would_refuse_for_age_are_not_sent() {
+    let server = loki::start().await;
+    let batch = ray_batch("n", None);
+    // Everything but the print (dated "now", in 2026-11-30) is older than a day...
+    let cfg = config(&server, |r| r.reject_old_after = Some(DurationValue::Text("1d".into())));
+    let (d, _) = LokiSink::new(cfg).send(&batch, None).await.unwrap();
+    let old: Vec<&(u32, DeadReason, String)> = d.rejected.iter().filter(|r| r.1 == DeadReason::TooOld).collect();
+    assert_eq!(old.len(), 7, "all of 2026-11-30 is more than a day old by now: {d:?}");
+    assert!(old[0].2.contains("reject_old_samples_max_age") && old[0].2.contains("reject_old_after (1d)"));
+    assert!(server.requests().is_empty(), "nothing left to send");
+}
+
+#[tokio::test]
+async fn lines_past_max_line_bytes_are_cut_and_flagged() {
+    let server = loki::start().await;
+    let node = Arc::new(NodeIdentity::new("n".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let long = format!("{}é{}\n", "x".repeat(1023), "y".repeat(2000));
+    parse_into(&mut batch, &mut Correlator::new(), ACTOR_OUT, &format!("short\n{long}"));
+    for encoding in ["protobuf", "json"] {
+        server.clear();
+        let cfg = config(&server, |r| {
+            r.encoding = Some(encoding.into());
+            r.max_line_bytes = Some(crate::agent::config::values::SizeValue::Bytes(1024));
+        });
+        let (d, _) = LokiSink::new(cfg).send(&batch, None).await.unwrap();
+        assert!(d.rejected.is_empty());
+        let got = server.entries();
+        let cut = find(&got, "xxx");
+        assert_eq!(cut.line, "x".repeat(1023), "{encoding}: cut before the 2-byte character that would pass 1024");
+        assert_eq!(cut.metadata.get("truncated").map(String::as_str), Some("true"));
+        assert_eq!(find(&got, "short").metadata.get("truncated"), None);
+    }
+}
+
+#[tokio::test]
+async fn records_alike_in_stream_time_and_line_stay_two_entries() {
+    // Loki keeps one entry per (stream, time, line): two identical lines written in
+    // the same millisecond must not become one.
+    let server = loki::start().await;
+    let node = Arc::new(NodeIdentity::new("n".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let line = "[2026-11-30 09:31:42,357 W 7303 7314] (raylet) store.cc:366: Report event failed, retrying\n";
+    parse_into(&mut batch, &mut Correlator::new(), "raylet.out", &line.repeat(3));
+    let mut sink = LokiSink::new(config(&server, |_| {}));
+    sink.send(&batch, None).await.unwrap();
+    let mut times: Vec<i64> = server.entries().iter().map(|e| e.timestamp_ns).collect();
+    assert!(times.iter().all(|&t| ms(t) == ms(ns("2026-11-30T09:31:42.357Z"))), "{times:?}");
+    times.dedup();
+    assert_eq!(times.len(), 3, "three distinct times within the millisecond");
+    // The same records sent again get the same times: a replay Loki stores once.
+    let first = server.entries();
+    server.clear();
+    sink.send(&batch, None).await.unwrap();
+    assert_eq!(server.entries(), first);
+}
+
+#[test]
+fn retry_after_is_read_in_seconds_or_as_a_date() {
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+    let mut h = HeaderMap::new();
+    assert_eq!(crate::agent::sinks::retry_after(&h), None);
+    h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+    assert_eq!(crate::agent::sinks::retry_after(&h), Some(std::time::Duration::from_secs(7)));
+    h.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+    assert_eq!(crate::agent::sinks::retry_after(&h), Some(std::time::Duration::ZERO), "in the past: at once");
+    let e = super::service::classify(
+        reqwest::StatusCode::TOO_MANY_REQUESTS,
+        "slow down",
+        Some(std::time::Duration::from_secs(7)),
+    );
+    assert_eq!(
+        e,
+        SendError::Throttled("HTTP 429 Too Many Requests: slow down".into(), std::time::Duration::from_secs(7))
+    );
+}
+
+#[tokio::test]
+async fn a_line_over_a_stricter_lokis_limit_is_refused_alone() {
+    // A Loki stricter than max_line_bytes: the long lines are dead-lettered with its
+    // reason, the two short prints stored.
     let server = loki::start().await;
     server.set_max_line_bytes(20);
-    let err = LokiSink::new(config(&server, |_| {})).send(&ray_batch("n", None), None).await.unwrap_err();
-    let SendError::Permanent(m) = err else { panic!("{err:?}") };
-    assert!(m.contains("Max entry size '20' bytes exceeded"), "{m}");
+    let batch = ray_batch("n", None);
+    let (d, _) = LokiSink::new(config(&server, |_| {})).send(&batch, None).await.unwrap();
+    assert_eq!(d.rejected.len(), 5, "{d:?}");
+    assert!(d
+        .rejected
+        .iter()
+        .all(|r| r.2.contains("Max entry size '20' bytes exceeded") && r.2.contains("max_line_size")));
+    // The halves carrying a print were sent more than once: identical entries, which
+    // Loki stores once.
+    let mut stored: Vec<(String, i64)> = server.entries().into_iter().map(|e| (e.line, e.timestamp_ns)).collect();
+    stored.sort();
+    stored.dedup();
+    assert_eq!(stored.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(), ["counter at 1", "counter at 2"]);
 }
 
 #[tokio::test]

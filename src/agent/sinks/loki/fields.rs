@@ -1,0 +1,119 @@
+//! The record fields Loki labels and structured metadata are made of, read from a
+//! batch entry without copying.
+
+use crate::agent::batch::{Batch, Entry, IdField, Span};
+
+/// A record field a label template (`{component}`…) or structured metadata uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Component,
+    Level,
+    Node,
+    Cluster,
+    ServiceName,
+    Stream,
+    Session,
+    File,
+    Pid,
+    TaskName,
+    ActorName,
+    SubmissionId,
+    Id(IdField),
+}
+
+impl Field {
+    /// The field a name in `TEMPLATE_FIELDS` or `METADATA_FIELDS` means.
+    pub fn parse(name: &str) -> Option<Field> {
+        if let Some(id) = IdField::ALL.into_iter().find(|f| f.name() == name) {
+            return Some(Field::Id(id));
+        }
+        Some(match name {
+            "component" => Field::Component,
+            "level" => Field::Level,
+            "node" => Field::Node,
+            "cluster" => Field::Cluster,
+            "service_name" => Field::ServiceName,
+            "stream" => Field::Stream,
+            "session" => Field::Session,
+            "file" => Field::File,
+            "pid" => Field::Pid,
+            "task_name" => Field::TaskName,
+            "actor_name" => Field::ActorName,
+            "submission_id" => Field::SubmissionId,
+            _ => return None,
+        })
+    }
+
+    /// The value for `e`; empty when the record has none. `num` holds a number's digits.
+    pub fn value<'b>(self, batch: &'b Batch, e: &Entry, num: &'b mut [u8; 20]) -> &'b str {
+        match self {
+            // Digits are UTF-8.
+            Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
+            f => f.text(batch, e),
+        }
+    }
+
+    /// The value of a field that is not a number (empty for `pid`).
+    pub fn text<'b>(self, batch: &'b Batch, e: &Entry) -> &'b str {
+        match self {
+            Field::Component => batch.str(e.component),
+            Field::Level => e.level.map_or("", |l| l.as_str()),
+            Field::Node => &batch.node.name,
+            Field::Cluster => batch.node.cluster.as_deref().unwrap_or(""),
+            Field::ServiceName => "ray",
+            Field::Stream => e.stream.map_or("", |s| s.as_str()),
+            Field::Session => batch.str(e.session),
+            Field::File => batch.str(e.file),
+            Field::Pid => "",
+            Field::TaskName => batch.str(e.task_name),
+            Field::ActorName => batch.str(e.actor_name),
+            Field::SubmissionId => batch.str(e.submission_id),
+            Field::Id(id) => batch.id(e, id).unwrap_or(""),
+        }
+    }
+
+    /// The span holding the value, for fields kept in the batch's text arena.
+    fn span(self, e: &Entry) -> Option<Span> {
+        Some(match self {
+            Field::Component => e.component,
+            Field::Session => e.session,
+            Field::File => e.file,
+            Field::TaskName => e.task_name,
+            Field::ActorName => e.actor_name,
+            Field::SubmissionId => e.submission_id,
+            Field::Id(id) => e.ids[id as usize],
+            _ => return None,
+        })
+    }
+
+    /// Whether `a` and `b` have the same value. Records of one file share the spans
+    /// of its fields, so equal spans settle it without comparing bytes.
+    pub fn same(self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
+        match self {
+            Field::Level => a.level == b.level,
+            Field::Stream => a.stream == b.stream,
+            Field::Pid => a.pid == b.pid,
+            Field::Node | Field::Cluster | Field::ServiceName => true,
+            // Every other field lives in the text arena.
+            _ => self.span(a) == self.span(b) || self.text(batch, a) == self.text(batch, b),
+        }
+    }
+
+    /// Whether the value can differ between entries of one batch.
+    pub fn per_entry(self) -> bool {
+        !matches!(self, Field::Node | Field::Cluster | Field::ServiceName)
+    }
+}
+
+/// Decimal digits of `v` in `buf`.
+pub fn format_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Protobuf wire encoding, just what Loki's `PushRequest` needs (proto3: empty strings
+//! and zero scalars are left out).
+
+pub const VARINT: u8 = 0;
+pub const LEN: u8 = 2;
+
+pub fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Field numbers here are all below 16: one byte.
+pub fn key(out: &mut Vec<u8>, field: u8, wire: u8) {
+    out.push(field << 3 | wire);
+}
+
+/// A length-delimited field whose body `body` writes. `guess` bytes are reserved
+/// for the length, so the body is written once; when the length needs another
+/// size the body is moved, keeping the canonical (shortest) varint.
+pub fn nested(out: &mut Vec<u8>, field: u8, guess: usize, body: impl FnOnce(&mut Vec<u8>)) {
+    key(out, field, LEN);
+    let at = out.len();
+    out.resize(at + guess, 0);
+    body(out);
+    let n = out.len() - at - guess;
+    let need = varint_len(n as u64);
+    if need != guess {
+        if need > guess {
+            out.resize(out.len() + need - guess, 0);
+        }
+        out.copy_within(at + guess..at + guess + n, at + need);
+        out.truncate(at + need + n);
+    }
+    let mut v = n as u64;
+    for b in &mut out[at..at + need] {
+        *b = v as u8 & 0x7f | if v >= 0x80 { 0x80 } else { 0 };
+        v >>= 7;
+    }
+}
+
+/// Size of a nested message field whose body is `n` bytes.
+pub fn msg_field_len(n: usize) -> usize {
+    1 + varint_len(n as u64) + n
+}
+
+pub fn str_field_len(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        msg_field_len(n)
+    }
+}
+
+pub fn str_field(out: &mut Vec<u8>, field: u8, s: &[u8]) {
+    if !s.is_empty() {
+        key(out, field, LEN);
+        varint(out, s.len() as u64);
+        out.extend_from_slice(s);
+    }
+}
+
+/// `google.protobuf.Timestamp`: seconds and non-negative nanos.
+fn split(ns: i64) -> (i64, i64) {
+    (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
+}
+
+pub fn timestamp_len(ns: i64) -> usize {
+    let (s, n) = split(ns);
+    let part = |v: i64| if v == 0 { 0 } else { 1 + varint_len(v as u64) };
+    part(s) + part(n)
+}
+
+pub fn timestamp(out: &mut Vec<u8>, ns: i64) {
+    let (s, n) = split(ns);
+    for (field, v) in [(1, s), (2, n)] {
+        if v != 0 {
+            key(out, field, VARINT);
+            // int64: negative values are their two's complement, ten bytes.
+            varint(out, v as u64);
+        }
+    }
+}
