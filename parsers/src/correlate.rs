@@ -210,17 +210,29 @@ impl Correlator {
 
 /// The newest time written on a header line of `bytes` (every header line starts a
 /// record, so this is the newest record time the parser will find there).
+///
+/// C++ headers (`[2026-11-30 09:05:35,278 …`) write a fixed-width naive time, which
+/// sorts as text the way it sorts as time: the greatest header is found by comparing
+/// bytes and only it is parsed. Other lines are parsed one by one.
 fn newest_time(file: &FileMeta, bytes: &[u8], zone: &Zone) -> Option<Timestamp> {
+    const HEAD: usize = 24; // `[YYYY-MM-DD HH:MM:SS,mmm`
     let mut newest = None;
+    let mut greatest: Option<&[u8]> = None;
     let mut start = 0;
     while start < bytes.len() {
         let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |e| start + e);
-        if let Some(t) = crate::formats::line_time(file.kind, &bytes[start..end], zone) {
+        let line = &bytes[start..end];
+        if line.len() > HEAD && crate::formats::starts_cpp_header(line) {
+            if greatest.is_none_or(|g| line[..HEAD] > g[..HEAD]) {
+                greatest = Some(line);
+            }
+        } else if let Some(t) = crate::formats::line_time(file.kind, line, zone) {
             newest = newest.max(Some(t));
         }
         start = end + 1;
     }
-    newest
+    let from_cpp = greatest.and_then(|g| crate::formats::line_time(file.kind, g, zone));
+    newest.max(from_cpp)
 }
 
 /// The whole line around a match at `pos`.

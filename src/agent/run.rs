@@ -70,6 +70,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
             metrics: metrics.clone(),
             give_up: give_up.clone(),
             recycler: recycler.clone(),
+            dead_logged: Default::default(),
         })));
     }
     drop(ack_tx);
@@ -108,7 +109,29 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     }
     let store = tracker.await.context("the checkpoint task panicked")?;
     tracing::info!(files = store.len(), "checkpoints saved; bye");
+    report_dead_letters(&metrics, &dead);
     Ok(())
+}
+
+/// Says, at the end of a run, how many records went to the dead-letter file and why:
+/// a backfill's operator must not miss that part of it was not shipped.
+fn report_dead_letters(metrics: &Metrics, dead: &DeadLetter) {
+    use crate::agent::sinks::DeadReason;
+    for m in &metrics.sinks {
+        let counts: Vec<(u64, DeadReason)> =
+            DeadReason::ALL.into_iter().map(|r| (m.dead_letter_count(r), r)).filter(|c| c.0 > 0).collect();
+        if counts.is_empty() {
+            continue;
+        }
+        let total: u64 = counts.iter().map(|c| c.0).sum();
+        let by_reason: Vec<String> = counts.iter().map(|(n, r)| format!("{n} {}", r.as_str())).collect();
+        eprintln!(
+            "raylog: {total} record(s) were not shipped to sink {:?} and are in {} instead ({}); each line there gives the reason and the setting to change",
+            m.name,
+            dead.path().display(),
+            by_reason.join(", ")
+        );
+    }
 }
 
 /// Wakes the reader on file-system events (inotify), so new lines are read at once

@@ -170,7 +170,13 @@ pub struct SinkTask {
     pub give_up: watch::Receiver<bool>,
     /// Where delivered batches go back to the reader.
     pub recycler: crate::agent::batch::Recycler,
+    /// When dead letters of each [`DeadReason`] were last logged, and how many since.
+    pub dead_logged: [(Option<Instant>, u64); 4],
 }
+
+/// Dead letters of one reason are logged at most this often (the counter and the
+/// file have them all): a backfill of old logs can refuse millions.
+const DEAD_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Drives one sink until its batch channel closes (or the grace period ends).
 pub async fn run_sink(mut t: SinkTask) {
@@ -247,6 +253,20 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
     }
 }
 
+/// Logs refused records, once per reason per [`DEAD_LOG_EVERY`].
+fn log_dead(t: &mut SinkTask, rejected: &[(u32, DeadReason, String)]) {
+    for kind in DeadReason::ALL {
+        let Some((_, _, reason)) = rejected.iter().find(|r| r.1 == kind) else { continue };
+        let (last, since) = &mut t.dead_logged[kind as usize];
+        *since += rejected.iter().filter(|r| r.1 == kind).count() as u64;
+        if last.is_some_and(|l| l.elapsed() < DEAD_LOG_EVERY) {
+            continue;
+        }
+        tracing::warn!(sink = %t.name, count = *since, kind = kind.as_str(), %reason, path = %t.dead.path().display(), "records refused for good; written to the dead-letter file (logged at most once a minute per kind)");
+        (*last, *since) = (Some(Instant::now()), 0);
+    }
+}
+
 fn log_retry(t: &SinkTask, reason: &str, logged: &mut bool) {
     if !std::mem::replace(logged, true) {
         tracing::warn!(sink = %t.name, %reason, "send failed; retrying with backoff until it succeeds");
@@ -257,8 +277,7 @@ fn log_retry(t: &SinkTask, reason: &str, logged: &mut bool) {
 /// backoff: they are acknowledged only once written. False if shutdown cut it short.
 async fn dead_letter(t: &mut SinkTask, batch: &Batch, rejected: &[(u32, DeadReason, String)]) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    let (first_kind, first_reason) = (rejected[0].1.as_str(), &rejected[0].2);
-    tracing::warn!(sink = %t.name, count = rejected.len(), kind = first_kind, first_reason = %first_reason, path = %t.dead.path().display(), "records refused for good; written to the dead-letter file");
+    log_dead(t, rejected);
     let mut attempt = 0;
     loop {
         match t.dead.write(&t.name, batch, rejected) {

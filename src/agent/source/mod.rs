@@ -47,7 +47,7 @@ const RELEASE_BUDGET: usize = 1000;
 const RAYLET_NODE_SCAN: u64 = 1 << 20;
 /// How far past the oldest pending record the files read in one round may go: the
 /// most a stream's entries go back in time between pushes, far inside Loki's hour.
-pub const MERGE_SLACK: Duration = Duration::from_secs(30);
+pub const MERGE_SLACK: Duration = Duration::from_secs(120);
 
 /// A cut batch with the checkpoints it completes.
 pub struct Cut {

@@ -207,13 +207,14 @@ impl Tailed {
             };
             let took = self.parser.push(&buf[..n], corr, opts, &mut track);
             res.bytes += took as u64;
-            // Ask for about twice what the file takes per read, so a file read a
-            // little at a time (interleaved with others) is not read twice over.
-            self.read_size = (2 * took).clamp(MIN_READ, buf.len());
             if took < n {
+                // Next time ask for a little more than it took: a file read a little
+                // at a time (interleaved with others) is then not read twice over.
+                self.read_size = (took + MIN_READ).min(buf.len());
                 res.blocked = true;
                 break;
             }
+            self.read_size = (2 * self.read_size).min(buf.len());
         }
         self.at_eof = res.at_eof;
         if res.bytes > 0 {

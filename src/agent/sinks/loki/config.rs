@@ -75,6 +75,9 @@ pub struct LokiRaw {
     /// Entries this far in the future likewise. Default `"10m"`, Loki's
     /// `creation_grace_period`.
     pub reject_future_after: Option<DurationValue>,
+    /// Pace pushes at this rate (uncompressed bytes). Default: unset, learned from
+    /// Loki's first 429.
+    pub max_bytes_per_second: Option<SizeValue>,
 }
 
 /// Wire encoding of a push.
@@ -112,6 +115,7 @@ pub struct LokiConfig {
     pub max_line_bytes: usize,
     pub reject_old_after: std::time::Duration,
     pub reject_future_after: std::time::Duration,
+    pub max_bytes_per_second: Option<u64>,
 }
 
 /// Loki's default `max_line_size`.
@@ -214,6 +218,11 @@ impl LokiRaw {
                 "must be at most 1d (match Loki's limits_config.creation_grace_period)",
             );
         }
+        let max_bytes_per_second =
+            self.max_bytes_per_second.as_ref().map(|v| v.get(&format!("{key}.max_bytes_per_second"), p));
+        if max_bytes_per_second.is_some_and(|r| r < 1024) {
+            p.add(&format!("{key}.max_bytes_per_second"), "must be at least 1KiB (a second's worth of one push)");
+        }
         LokiConfig {
             name: self.name.clone().unwrap_or_else(|| "loki".into()),
             push_url,
@@ -228,6 +237,7 @@ impl LokiRaw {
             max_line_bytes: max_line_bytes as usize,
             reject_old_after,
             reject_future_after,
+            max_bytes_per_second,
         }
     }
 

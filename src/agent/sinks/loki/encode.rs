@@ -48,7 +48,8 @@ pub fn entry_time(ts: i64, doc_id: u128) -> i64 {
         t if t % 1_000 == 0 => 1_000,
         _ => return ts,
     };
-    ts.saturating_add((doc_id % unit as u128) as i64)
+    // A 64-bit remainder: a 128-bit one is a library call, once per entry.
+    ts.saturating_add(((doc_id as u64) % unit as u64) as i64)
 }
 
 /// A structured-metadata field with its protobuf `LabelPairAdapter.name` field
@@ -148,6 +149,8 @@ pub struct PushBody {
     pub content_encoding: Option<&'static str>,
     pub streams: usize,
     pub entries: usize,
+    /// Size before compression: about what Loki's rate limits count.
+    pub raw_bytes: usize,
 }
 
 /// The last few (entry, stream slot) pairs placed, most recent first. A file's
@@ -271,7 +274,14 @@ impl LokiEncoder {
                 }
             }
         };
-        Ok(PushBody { body, content_type, content_encoding, streams: self.slots.len(), entries: self.order.len() })
+        Ok(PushBody {
+            body,
+            content_type,
+            content_encoding,
+            streams: self.slots.len(),
+            entries: self.order.len(),
+            raw_bytes: self.raw.len(),
+        })
     }
 
     /// Assigns each selected entry to its stream and sorts them into `order`.
@@ -412,6 +422,7 @@ impl LokiEncoder {
 
     /// The line of `e` and whether it had to be cut for Loki (or was cut already
     /// by the parser). Uses `long_line` for a JSON line rebuilt shorter.
+    #[inline]
     fn line<'b>(
         max: usize,
         format: LineFormat,

@@ -14,7 +14,8 @@
 //!   the same stream, time and line is a duplicate to Loki), what it refused is named
 //!   by the next answer. Any other 400 (a distributor's validation error) is settled
 //!   by halving the push until each refused entry stands alone.
-//! - 429, 5xx, 408 and transport errors are retried (after `Retry-After` when given);
+//! - 429, 5xx, 408 and transport errors are retried (after `Retry-After` when given;
+//!   a 429 also sets the pace of later pushes, see [`super::pace`]);
 //!   bad credentials (401/403) and a URL with no push API (404/405) too, because they
 //!   are the operator's to fix and no data is wrong.
 
@@ -25,6 +26,7 @@ use reqwest::StatusCode;
 
 use super::config::LokiConfig;
 use super::encode::LokiEncoder;
+use super::pace::Pacer;
 use super::refusal::{self, Ignored};
 use crate::agent::batch::Batch;
 use crate::agent::sinks::{retry_after, status_error_after, transport_error, DeadReason, Delivery, SendError};
@@ -40,6 +42,7 @@ pub struct LokiSink {
     cfg: LokiConfig,
     /// Boxed: it holds the reusable buffers and keeps `SinkImpl` variants of similar size.
     encoder: Box<LokiEncoder>,
+    pacer: Pacer,
 }
 
 /// How one push request went.
@@ -51,7 +54,7 @@ enum Pushed {
 
 impl LokiSink {
     pub fn new(cfg: LokiConfig) -> LokiSink {
-        LokiSink { encoder: Box::new(LokiEncoder::new(&cfg)), cfg }
+        LokiSink { encoder: Box::new(LokiEncoder::new(&cfg)), pacer: Pacer::new(cfg.max_bytes_per_second), cfg }
     }
 
     /// Pushes the entries `only` selects (all when `None`). Returns the bytes sent.
@@ -150,6 +153,10 @@ impl LokiSink {
             return Ok(Pushed::Stored(0));
         }
         let bytes = push.body.len();
+        let wait = self.pacer.wait_for(push.raw_bytes);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         let mut req = self
             .cfg
             .client
@@ -174,6 +181,9 @@ impl LokiSink {
         let text = resp.text().await.unwrap_or_default();
         if status.is_success() {
             return Ok(Pushed::Stored(bytes));
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            self.pacer.learn(&text);
         }
         if status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE {
             return Ok(Pushed::Refused(format!("HTTP {status}: {}", text.trim())));

@@ -1,0 +1,98 @@
+//! Pacing pushes under Loki's ingestion rate limits.
+//!
+//! Loki refuses a push over its tenant's `ingestion_rate_mb` (4 MB/s, burst 6 MB by
+//! default) or a stream's `per_stream_rate_limit` with 429, and counts the refused
+//! entries as discarded even though raylog sends them again. A backfill reads far
+//! faster than that, so the sink paces itself: at `max_bytes_per_second` when set,
+//! else at 90 % of the limit Loki states in its first 429 (`limit: 4194304
+//! bytes/sec`, `limit: 3MB/sec`). A token bucket allows bursts of one second.
+
+use std::time::{Duration, Instant};
+
+/// A token bucket in bytes.
+#[derive(Debug)]
+pub struct Pacer {
+    rate: Option<f64>,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Pacer {
+    /// A pacer at `rate` bytes per second (`None`: not pacing until a 429 says how).
+    pub fn new(rate: Option<u64>) -> Pacer {
+        Pacer { rate: rate.map(|r| r as f64), tokens: rate.unwrap_or(0) as f64, last: Instant::now() }
+    }
+
+    /// How long to wait before sending `bytes`, taking them from the bucket.
+    pub fn wait_for(&mut self, bytes: usize) -> Duration {
+        let Some(rate) = self.rate else { return Duration::ZERO };
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * rate).min(rate);
+        self.last = now;
+        // A push larger than a second's worth still goes, after a full bucket.
+        let cost = (bytes as f64).min(rate);
+        let wait = if self.tokens >= cost { 0.0 } else { (cost - self.tokens) / rate };
+        self.tokens -= cost;
+        Duration::from_secs_f64(wait)
+    }
+
+    /// Learns the limit from a 429 answer; true when it now paces slower.
+    pub fn learn(&mut self, body: &str) -> bool {
+        let Some(limit) = stated_limit(body) else { return false };
+        let rate = 0.9 * limit;
+        if self.rate.is_some_and(|r| r <= rate) {
+            return false;
+        }
+        tracing::info!(
+            bytes_per_second = rate as u64,
+            "Loki rate-limits this tenant or stream: pacing pushes below it (set max_bytes_per_second to start there)"
+        );
+        self.rate = Some(rate);
+        self.tokens = 0.0;
+        self.last = Instant::now();
+        true
+    }
+}
+
+/// The rate in a Loki 429 text: `(limit: 4194304 bytes/sec)` or `(limit: 3MB/sec)`.
+fn stated_limit(body: &str) -> Option<f64> {
+    let after = body.split("limit: ").nth(1)?;
+    let spec = after.split("/sec").next()?.trim();
+    let digits = spec.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(spec.len());
+    let n: f64 = spec[..digits].parse().ok()?;
+    let unit = match spec[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "b" | "bytes" => 1.0,
+        "kb" => 1e3,
+        "kib" => 1024.0,
+        "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    (n > 0.0).then_some(n * unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_limit_loki_states() {
+        // Loki 3.4.5's tenant limit, and its per-stream one.
+        let tenant = "HTTP 429 Too Many Requests: Ingestion rate limit exceeded for user fake (limit: 4194304 bytes/sec) while attempting to ingest '5901' lines totaling '1903787' bytes, reduce log volume or contact your Loki administrator to see if the limit can be increased";
+        assert_eq!(stated_limit(tenant), Some(4_194_304.0));
+        assert_eq!(stated_limit("Per stream rate limit exceeded (limit: 3MB/sec) while attempting"), Some(3e6));
+        assert_eq!(stated_limit("too many requests"), None);
+    }
+
+    #[test]
+    fn a_learned_limit_spaces_pushes() {
+        let mut p = Pacer::new(None);
+        assert_eq!(p.wait_for(10 << 20), Duration::ZERO, "no pacing before Loki says");
+        assert!(p.learn("(limit: 1000000 bytes/sec)"));
+        assert!(!p.learn("(limit: 2000000 bytes/sec)"), "only ever slower");
+        let w = p.wait_for(450_000);
+        assert!(w > Duration::from_millis(400) && w < Duration::from_millis(600), "{w:?}");
+    }
+}
