@@ -1,6 +1,7 @@
 //! The one integration-test binary: golden files, reconciliation against the raw
-//! fixture files, the CLI's contract, property tests on arbitrary bytes, and the
-//! deployment examples and configuration reference checked against the code.
+//! fixture files, the CLI's contract, property tests on arbitrary bytes, the agent
+//! against changing files and against a real Loki, and the deployment examples and
+//! configuration reference checked against the code.
 
 mod cli;
 mod config_reference;
@@ -8,8 +9,11 @@ mod examples;
 mod golden;
 mod live;
 mod live_check;
+mod loki_real;
 mod props;
 mod reconcile;
 mod ship;
+mod ship_loki;
 mod trace;
+mod tree;
 mod util;

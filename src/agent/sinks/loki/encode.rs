@@ -48,8 +48,14 @@ pub fn entry_time(ts: i64, doc_id: u128) -> i64 {
         t if t % 1_000 == 0 => 1_000,
         _ => return ts,
     };
-    // A 64-bit remainder: a 128-bit one is a library call, once per entry.
-    ts.saturating_add(((doc_id as u64) % unit as u64) as i64)
+    // FNV's low bits mix poorly (its prime is 2^88 + 315): fold both halves and
+    // finish with splitmix64's mixer before taking the remainder, in 64 bits (a
+    // 128-bit remainder is a library call, once per entry).
+    let mut x = (doc_id >> 64) as u64 ^ doc_id as u64;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+    x ^= x >> 31;
+    ts.saturating_add((x % unit as u64) as i64)
 }
 
 /// A structured-metadata field with its protobuf `LabelPairAdapter.name` field

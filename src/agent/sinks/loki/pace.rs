@@ -5,7 +5,9 @@
 //! entries as discarded even though raylog sends them again. A backfill reads far
 //! faster than that, so the sink paces itself: at `max_bytes_per_second` when set,
 //! else at 90 % of the limit Loki states in its first 429 (`limit: 4194304
-//! bytes/sec`, `limit: 3MB/sec`). A token bucket allows bursts of one second.
+//! bytes/sec`, `limit: 3MB/sec`). A token bucket allows bursts of one second, and
+//! a push larger than a second's worth is split: Loki refuses whole any push over
+//! its burst, however often it is sent.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,12 @@ impl Pacer {
     /// A pacer at `rate` bytes per second (`None`: not pacing until a 429 says how).
     pub fn new(rate: Option<u64>) -> Pacer {
         Pacer { rate: rate.map(|r| r as f64), tokens: rate.unwrap_or(0) as f64, last: Instant::now() }
+    }
+
+    /// Whether a push of `bytes` is more than a second's worth: Loki would refuse it
+    /// whole every time if it is over the limit's burst, so it is sent in parts.
+    pub fn too_big(&self, bytes: usize) -> bool {
+        self.rate.is_some_and(|r| bytes as f64 > r)
     }
 
     /// How long to wait before sending `bytes`, taking them from the bucket.

@@ -50,6 +50,8 @@ enum Pushed {
     Stored(usize),
     /// 400 (or 413): some entries, or all, were refused; the body says which, partly.
     Refused(String),
+    /// Not sent: larger than Loki takes at once under its rate limit (see [`Pacer`]).
+    TooBig,
 }
 
 impl LokiSink {
@@ -77,6 +79,11 @@ impl LokiSink {
                 Ok(Pushed::Refused(body)) => {
                     budget = budget.saturating_sub(1);
                     todo.extend(self.settle(&part, &body, budget, &mut d));
+                }
+                Ok(Pushed::TooBig) => {
+                    requests -= 1;
+                    let (a, b) = part.split_at(part.len() / 2);
+                    todo.extend([b.to_vec(), a.to_vec()]);
                 }
                 Err(e) => {
                     if requests == 1 && d.rejected.is_empty() {
@@ -153,6 +160,9 @@ impl LokiSink {
             return Ok(Pushed::Stored(0));
         }
         let bytes = push.body.len();
+        if part.len() > 1 && self.pacer.too_big(push.raw_bytes) {
+            return Ok(Pushed::TooBig);
+        }
         let wait = self.pacer.wait_for(push.raw_bytes);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

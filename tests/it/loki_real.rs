@@ -1,0 +1,236 @@
+//! A real Grafana Loki for the tests that need one: started from `RAYLOG_LOKI_BIN` on
+//! free ports with a temp dir and its own config (a single process, filesystem
+//! storage, every limit at Loki's default unless a test changes one), queried back
+//! after `POST /flush` and stopped when dropped.
+//!
+//! `.ci/run` sets `RAYLOG_LOKI_BIN` to what `../shared/loki/start-loki.sh --path`
+//! prints. Without it a test says in one line how to enable it and passes; with `CI`
+//! set it fails instead, so CI can never skip it by accident.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Loki 3.x config; `__PORT__`, `__GRPC__`, `__DATA__` and `__LIMITS__` filled in.
+const CONFIG: &str = "\
+auth_enabled: false
+server:
+  http_listen_address: 127.0.0.1
+  http_listen_port: __PORT__
+  grpc_listen_address: 127.0.0.1
+  grpc_listen_port: __GRPC__
+  log_level: warn
+common:
+  instance_addr: 127.0.0.1
+  path_prefix: __DATA__
+  storage:
+    filesystem:
+      chunks_directory: __DATA__/chunks
+      rules_directory: __DATA__/rules
+  replication_factor: 1
+  ring:
+    kvstore:
+      store: inmemory
+schema_config:
+  configs:
+    - from: 2020-10-24
+      store: tsdb
+      object_store: filesystem
+      schema: v13
+      index:
+        prefix: index_
+        period: 24h
+ingester:
+  lifecycler:
+    min_ready_duration: 0s
+    final_sleep: 0s
+limits_config:
+  allow_structured_metadata: true
+__LIMITS__
+analytics:
+  reporting_enabled: false
+";
+
+/// A running Loki, killed on drop (its data dir removed after a passing test).
+pub struct RealLoki {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for RealLoki {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The Loki binary, or `None` (after saying how to enable the test) when it is not
+/// configured. Panics when `CI` is set: there the real Loki is required.
+pub fn loki_bin(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("RAYLOG_LOKI_BIN") {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            assert!(p.is_file(), "RAYLOG_LOKI_BIN={} is not a file", p.display());
+            Some(p)
+        }
+        None if std::env::var_os("CI").is_some() => {
+            panic!("{test}: RAYLOG_LOKI_BIN is not set; CI must run the tests against a real Loki (see .ci/run)")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED {test}: set RAYLOG_LOKI_BIN=$(../shared/loki/start-loki.sh --path) to run it against a real Loki"
+            );
+            None
+        }
+    }
+}
+
+impl RealLoki {
+    /// Starts Loki with `limits` (YAML lines under `limits_config`, two-space indented)
+    /// added to its defaults. `None` when the test is to be skipped.
+    pub fn start(test: &str, limits: &str) -> Option<RealLoki> {
+        let bin = loki_bin(test)?;
+        let dir = std::env::temp_dir().join(format!("raylog-loki-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (port, grpc) = (free_port(), free_port());
+        let cfg = CONFIG
+            .replace("__PORT__", &port.to_string())
+            .replace("__GRPC__", &grpc.to_string())
+            .replace("__DATA__", &dir.display().to_string())
+            .replace("__LIMITS__", limits);
+        std::fs::write(dir.join("loki.yaml"), cfg).unwrap();
+        let log = std::fs::File::create(dir.join("loki.log")).unwrap();
+        let child = Command::new(&bin)
+            .arg(format!("-config.file={}", dir.join("loki.yaml").display()))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let mut loki = RealLoki { child, port, dir };
+        let start = Instant::now();
+        while get(&format!("{}/ready", loki.url())).map(|b| b.trim() != "ready").unwrap_or(true) {
+            if let Some(st) = loki.child.try_wait().unwrap() {
+                panic!("Loki exited ({st}); see {}", loki.dir.join("loki.log").display());
+            }
+            assert!(start.elapsed() < Duration::from_secs(90), "Loki not ready in 90 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(loki)
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Makes everything pushed queryable (Loki reads ranges older than 3 h from
+    /// flushed chunks only).
+    pub fn flush(&self) {
+        post(&format!("{}/flush", self.url())).expect("POST /flush");
+    }
+
+    /// Entries stored for `selector` over the last 7 days, by the `by` label (one key,
+    /// `""`, when `by` is empty).
+    pub fn counts(&self, selector: &str, by: &str) -> BTreeMap<String, u64> {
+        let query = format!("sum by ({by}) (count_over_time({selector}[7d]))");
+        let url = format!("{}/loki/api/v1/query?query={}", self.url(), encode(&query));
+        let body = get(&url).expect("query");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let mut out = BTreeMap::new();
+        for r in v["data"]["result"].as_array().unwrap_or_else(|| panic!("no result: {body}")) {
+            let key = if by.is_empty() { String::new() } else { r["metric"][by].as_str().unwrap_or("").to_string() };
+            out.insert(key, r["value"][1].as_str().unwrap().parse().unwrap());
+        }
+        out
+    }
+
+    /// Entries stored for `selector`, after a flush, once the count holds still.
+    pub fn stored(&self, selector: &str) -> u64 {
+        self.flush();
+        let mut last = None;
+        let start = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(700));
+            let n = self.counts(selector, "").values().sum::<u64>();
+            if last == Some(n) || start.elapsed() > Duration::from_secs(30) {
+                return n;
+            }
+            last = Some(n);
+        }
+    }
+
+    /// `loki_discarded_samples_total` by reason.
+    pub fn discarded(&self) -> BTreeMap<String, u64> {
+        let text = get(&format!("{}/metrics", self.url())).expect("metrics");
+        let mut out = BTreeMap::new();
+        for line in text.lines().filter(|l| l.starts_with("loki_discarded_samples_total{")) {
+            let reason = line.split("reason=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("?");
+            let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+            *out.entry(reason.to_string()).or_default() += n as u64;
+        }
+        out
+    }
+
+    /// The lines and structured metadata of the entries `query` returns (at most 5000).
+    pub fn entries(&self, query: &str) -> Vec<(String, BTreeMap<String, String>)> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let start = now - 7 * 86_400 * 1_000_000_000;
+        let url = format!(
+            "{}/loki/api/v1/query_range?query={}&start={start}&end={now}&limit=5000",
+            self.url(),
+            encode(query)
+        );
+        let body = get(&url).expect("query_range");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let mut out = vec![];
+        for s in v["data"]["result"].as_array().unwrap() {
+            let labels: BTreeMap<String, String> = serde_json::from_value(s["stream"].clone()).unwrap();
+            for e in s["values"].as_array().unwrap() {
+                out.push((e[1].as_str().unwrap().to_string(), labels.clone()));
+            }
+        }
+        out
+    }
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn get(url: &str) -> Result<String, String> {
+    runtime().block_on(async {
+        let r = reqwest::get(url).await.map_err(|e| e.to_string())?;
+        r.text().await.map_err(|e| e.to_string())
+    })
+}
+
+fn post(url: &str) -> Result<String, String> {
+    runtime().block_on(async {
+        let r = reqwest::Client::new().post(url).send().await.map_err(|e| e.to_string())?;
+        let status = r.status();
+        let text = r.text().await.map_err(|e| e.to_string())?;
+        if status.is_success() {
+            Ok(text)
+        } else {
+            Err(format!("{status}: {text}"))
+        }
+    })
+}
