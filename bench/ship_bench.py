@@ -16,9 +16,17 @@
       The sink answers 503 for the whole run while lines arrive; reports raylog's
       peak RSS (VmHWM) and that it recovers and delivers everything afterwards.
 
+  ship_bench.py real-loki [--size-mb 256] [--rate-limit BYTES]
+      `raylog ship --once` of a tree generated with `--start now-3.2h --span-hours 3`
+      (a catch-up or backfill: every file spans hours) into the real Loki 3.4.5 of
+      ../shared/loki with stock limits; reports what Loki stored (queried back after
+      POST /flush) against the records parsed, loki_discarded_samples_total by reason,
+      dead-lettered records, CPU seconds, peak RSS and wall time. --rate-limit sets
+      the sink's max_bytes_per_second (default: learned from Loki's first 429).
+
 Run `cargo build --release` first. Standard library only.
 """
-import argparse, json, os, signal, socket, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, signal, socket, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared", "bench")
@@ -181,6 +189,74 @@ def outage(a):
     sys.exit(r.returncode)
 
 
+def loki_query(port, q):
+    url = "http://127.0.0.1:%d/loki/api/v1/query?query=%s" % (port, urllib.parse.quote(q))
+    r = json.loads(urllib.request.urlopen(url, timeout=120).read())["data"]["result"]
+    return sum(int(x["value"][1]) for x in r)
+
+
+def loki_discarded(port):
+    out = {}
+    for line in urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode().splitlines():
+        if line.startswith("loki_discarded_samples_total{"):
+            reason = line.split('reason="')[1].split('"')[0]
+            out[reason] = out.get(reason, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def count_records(corpus):
+    # Streamed, not captured: this process's size is what a forked raylog starts
+    # from, and ru_maxrss would report it.
+    p = subprocess.Popen([RAYLOG, "parse", corpus], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    n = 0
+    for chunk in iter(lambda: p.stdout.read(1 << 20), b""):
+        n += chunk.count(b"\n")
+    p.wait()
+    return n
+
+
+def real_loki(a):
+    corpus = "/tmp/raylog-bench/recent%d" % a.size_mb
+    # Regenerated every run: its times must end minutes ago, and Loki keeps 7 days.
+    subprocess.run(["rm", "-rf", corpus], check=True)
+    subprocess.run([sys.executable, os.path.join(SHARED, "raycorpus.py"), "generate", "--out", corpus,
+                    "--size-mb", str(a.size_mb), "--start", "now-3.2h", "--span-hours", "3"],
+                   check=True, stdout=subprocess.DEVNULL)
+    man = json.load(open(os.path.join(corpus, "manifest.json")))
+    mib = man["bytes"] / 2**20
+    parsed = count_records(corpus)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        pid = subprocess.run([os.path.join(ROOT, "..", "shared", "loki", "start-loki.sh"), str(port),
+                              os.path.join(tmp, "loki")], capture_output=True, check=True, text=True).stdout.strip()
+        try:
+            sink = '[[sinks]]\ntype = "loki"\nendpoint = "http://127.0.0.1:%d"\n' % port
+            if a.rate_limit:
+                sink += "max_bytes_per_second = %d\n" % a.rate_limit
+            cfg = write_config(tmp, [corpus], sink, "")
+            code, ru, wall, err = run_measured([RAYLOG, "ship", "--once", "--log-level", "warn", "--config", cfg])
+            if code != 0:
+                sys.exit("raylog ship failed (%d): %s" % (code, err))
+            dead_file = os.path.join(tmp, "state", "dead-letter.ndjson")
+            dead = sum(1 for _ in open(dead_file)) if os.path.exists(dead_file) else 0
+            urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%d/flush" % port, method="POST"), timeout=60)
+            stored, last = None, -1
+            while stored != last:
+                time.sleep(3)
+                last, stored = stored, loki_query(port, 'sum(count_over_time({service_name="ray"}[7d]))')
+            discarded = loki_discarded(port)
+        finally:
+            os.kill(int(pid), signal.SIGTERM)
+    cpu = ru.ru_utime + ru.ru_stime
+    print("real Loki 3.4.5, stock limits: input=%.1f MiB (%d records parsed), every file spanning 3 h"
+          % (mib, parsed))
+    print("stored=%d (%s) discarded=%s dead_lettered=%d" % (stored, "all" if stored == parsed else
+          "MISSING %d" % (parsed - stored), json.dumps(discarded), dead))
+    print("raylog: cpu=%.2fs (user %.2f sys %.2f) wall=%.1fs peak RSS %.1f MiB"
+          % (cpu, ru.ru_utime, ru.ru_stime, wall, ru.ru_maxrss / 1024))
+    sys.exit(0 if stored == parsed and dead == 0 else 1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sp = ap.add_subparsers(dest="cmd", required=True)
@@ -199,8 +275,11 @@ def main():
     o.add_argument("--seconds", type=int, default=60)
     o.add_argument("--rate", type=int, default=5000)
     o.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    r = sp.add_parser("real-loki")
+    r.add_argument("--size-mb", type=int, default=256)
+    r.add_argument("--rate-limit", type=int, default=0)
     a = ap.parse_args()
-    {"throughput": throughput, "live": live, "outage": outage}[a.cmd](a)
+    {"throughput": throughput, "live": live, "outage": outage, "real-loki": real_loki}[a.cmd](a)
 
 
 if __name__ == "__main__":

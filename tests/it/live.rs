@@ -1,5 +1,6 @@
 //! End to end against a real Ray: `raylog ship` tails a live Ray cluster's temp dir and
-//! delivers to an in-process Loki and Elasticsearch (`raylog::testkit`), while
+//! delivers to an in-process Loki and Elasticsearch (`raylog::testkit`) and to a real
+//! Loki 3.4.5 when `RAYLOG_LOKI_BIN` is set (as in CI), while
 //! `tests/live/workload.py` runs jobs, kills and restarts an actor, rotates files and
 //! starts a second Ray session. The assertions are on what the servers received:
 //! ids on every actor print and structured log line, the failing task's traceback as
@@ -18,9 +19,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use raylog::testkit::elasticsearch::{self as es, EsServer};
-use raylog::testkit::loki::{self, LokiServer};
+use raylog::testkit::loki::{self, LokiServer, ReceivedEntry};
 
 use super::live_check::{check_archive, check_manifest, check_on_disk, report, Got, Row};
+use super::loki_real::RealLoki;
 
 /// One scratch dir; short, since Ray's unix socket paths must stay under 107 bytes.
 /// Removed after a pass; kept (with Ray stopped) after a failure, for a look.
@@ -97,10 +99,13 @@ address = "{api}"
     p
 }
 
-fn sinks(loki: Option<&LokiServer>, es: &EsServer) -> String {
+fn sinks(loki: Option<&LokiServer>, real: Option<&RealLoki>, es: &EsServer) -> String {
     let mut s = String::new();
     if let Some(l) = loki {
         s += &format!("[[sinks]]\ntype = \"loki\"\nendpoint = \"{}\"\n", l.url());
+    }
+    if let Some(l) = real {
+        s += &format!("[[sinks]]\ntype = \"loki\"\nname = \"real-loki\"\nendpoint = \"{}\"\n", l.url());
     }
     s + &format!("[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"{}\"\n", es.url())
 }
@@ -184,16 +189,19 @@ fn live_ray_cluster_end_to_end() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (loki, es_live, es_archive) =
         rt.block_on(async { (loki::start().await, es::start().await, es::start().await) });
+    let real = RealLoki::start("live_ray_cluster_end_to_end", "");
 
     let api = format!("127.0.0.1:{}", free_port());
-    let live_cfg = write_config(&dir.0, "live.toml", &dir.0.join("state"), &sinks(Some(&loki), &es_live), &api);
+    let live_sinks = sinks(Some(&loki), real.as_ref(), &es_live);
+    let live_cfg = write_config(&dir.0, "live.toml", &dir.0.join("state"), &live_sinks, &api);
     let mut agent = Killed(ship(&live_cfg, false));
     let started = Instant::now();
     let rows = run_workload(&python, &dir.0);
     let workload_secs = started.elapsed().as_secs_f64();
 
     // The archive path: a fresh agent reads the finished dir once.
-    let archive_cfg = write_config(&dir.0, "archive.toml", &dir.0.join("state-archive"), &sinks(None, &es_archive), "");
+    let archive_cfg =
+        write_config(&dir.0, "archive.toml", &dir.0.join("state-archive"), &sinks(None, None, &es_archive), "");
     let st = wait_exit(&mut ship(&archive_cfg, true), Duration::from_secs(120), "raylog ship --once");
     assert!(st.success(), "raylog ship --once exited with {st}");
     let want = es_archive.docs().len();
@@ -221,6 +229,9 @@ fn live_ray_cluster_end_to_end() {
             failures.push(format!("{sink}: /metrics says {stored:?} records stored, the server has {}", got.len()));
         }
     }
+    if let Some(real) = &real {
+        check_real_loki(real, &loki.entries(), &rows, &dir.0.join("ray"), &mut failures);
+    }
     let knows_more = check_archive(&es_live.docs(), &es_archive.docs(), &mut failures);
     report(&from_es, &loki.entries(), workload_secs, knows_more);
     if !failures.is_empty() {
@@ -231,6 +242,31 @@ fn live_ray_cluster_end_to_end() {
         println!("live: FAILED CHECK: {f}");
     }
     assert!(failures.is_empty(), "{} live check(s) failed:\n- {}", failures.len(), failures.join("\n- "));
+}
+
+/// What the real Loki stored: every record the in-process one received, once (the
+/// same entries, sent to both sinks), nothing discarded, and the same checks of ids
+/// and workload lines as the other sinks.
+fn check_real_loki(real: &RealLoki, sent: &[ReceivedEntry], rows: &[Row], ray: &Path, failures: &mut Vec<String>) {
+    real.flush();
+    let stored = real.stored("{cluster=\"live\"}");
+    let distinct: std::collections::BTreeSet<(String, i64, &str)> =
+        sent.iter().map(|e| (format!("{:?}", e.labels), e.timestamp_ns, e.line.as_str())).collect();
+    if stored != distinct.len() as u64 {
+        failures.push(format!("real-loki: stored {stored} entries; the sink sent {} distinct ones", distinct.len()));
+    }
+    let discarded = real.discarded();
+    if !discarded.is_empty() {
+        failures.push(format!("real-loki: Loki discarded {discarded:?}"));
+    }
+    let got: Vec<Got> = real
+        .all_entries("{cluster=\"live\"}")
+        .into_iter()
+        .map(|(_, line, labels)| Got::from_labels(line, &labels))
+        .collect();
+    check_manifest("real-loki", &got, rows, failures);
+    check_on_disk("real-loki", &got, ray, failures);
+    println!("live: the real Loki stored {stored} entries, discarded {discarded:?}");
 }
 
 /// Keeps what the servers got next to the Ray dir (left behind on failure).

@@ -52,6 +52,13 @@ impl Got {
         Got { message: e.line.clone(), component: e.labels.get("component").cloned().unwrap_or_default(), ids }
     }
 
+    /// An entry a real Loki returned: its line and its stream labels, with the
+    /// structured metadata merged in.
+    pub fn from_labels(line: String, labels: &BTreeMap<String, String>) -> Got {
+        let ids = IDS.iter().filter_map(|k| Some((k.to_string(), labels.get(*k)?.clone()))).collect();
+        Got { message: line, component: labels.get("component").cloned().unwrap_or_default(), ids }
+    }
+
     pub fn from_es(src: &Value) -> Got {
         let s = |k: &str| src[k].as_str().unwrap_or_default().to_string();
         let ids = IDS.iter().filter_map(|k| Some((k.to_string(), src[*k].as_str()?.to_string()))).collect();

@@ -180,22 +180,51 @@ impl RealLoki {
         out
     }
 
-    /// The lines and structured metadata of the entries `query` returns (at most 5000).
+    /// The entries `query` returns over the last 7 days (at most 5000): their line
+    /// and their stream labels with the structured metadata merged in (as Loki
+    /// answers without `categorize-labels`).
     pub fn entries(&self, query: &str) -> Vec<(String, BTreeMap<String, String>)> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let start = now - 7 * 86_400 * 1_000_000_000;
+        self.page(query, 0).into_iter().map(|e| (e.1, e.2)).collect()
+    }
+
+    /// Every entry of `selector`, paging through Loki's 5000-entry answers:
+    /// `(time ns, line, labels with metadata)`.
+    pub fn all_entries(&self, selector: &str) -> Vec<(i64, String, BTreeMap<String, String>)> {
+        let mut out: Vec<(i64, String, BTreeMap<String, String>)> = vec![];
+        let mut from = 0;
+        loop {
+            let page = self.page(selector, from);
+            let full = page.len() >= 5000;
+            from = page.iter().map(|e| e.0).max().unwrap_or(from);
+            out.extend(page);
+            if !full {
+                break;
+            }
+        }
+        // Pages overlap at their boundary time.
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// One forward page of `query` from `from` (Unix ns; 0: seven days ago).
+    fn page(&self, query: &str, from: i64) -> Vec<(i64, String, BTreeMap<String, String>)> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+        let start = from.max(now - 7 * 86_400 * 1_000_000_000);
+        let end = now + 600 * 1_000_000_000;
         let url = format!(
-            "{}/loki/api/v1/query_range?query={}&start={start}&end={now}&limit=5000",
+            "{}/loki/api/v1/query_range?query={}&start={start}&end={end}&limit=5000&direction=forward",
             self.url(),
             encode(query)
         );
         let body = get(&url).expect("query_range");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
         let mut out = vec![];
-        for s in v["data"]["result"].as_array().unwrap() {
+        for s in v["data"]["result"].as_array().unwrap_or_else(|| panic!("no result: {body}")) {
             let labels: BTreeMap<String, String> = serde_json::from_value(s["stream"].clone()).unwrap();
             for e in s["values"].as_array().unwrap() {
-                out.push((e[1].as_str().unwrap().to_string(), labels.clone()));
+                let ts = e[0].as_str().unwrap().parse().unwrap();
+                out.push((ts, e[1].as_str().unwrap().to_string(), labels.clone()));
             }
         }
         out
