@@ -248,10 +248,9 @@ fn live_ray_cluster_end_to_end() {
 /// same entries, sent to both sinks), nothing discarded, and the same checks of ids
 /// and workload lines as the other sinks.
 fn check_real_loki(real: &RealLoki, sent: &[ReceivedEntry], rows: &[Row], ray: &Path, failures: &mut Vec<String>) {
-    real.flush();
-    let stored = real.stored("{cluster=\"live\"}");
     let distinct: std::collections::BTreeSet<(String, i64, &str)> =
         sent.iter().map(|e| (format!("{:?}", e.labels), e.timestamp_ns, e.line.as_str())).collect();
+    let stored = real.stored("{cluster=\"live\"}", distinct.len() as u64);
     if stored != distinct.len() as u64 {
         failures.push(format!("real-loki: stored {stored} entries; the sink sent {} distinct ones", distinct.len()));
     }

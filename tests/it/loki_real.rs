@@ -153,18 +153,25 @@ impl RealLoki {
         out
     }
 
-    /// Entries stored for `selector`, after a flush, once the count holds still.
-    pub fn stored(&self, selector: &str) -> u64 {
+    /// Entries stored for `selector` after a flush, when `want` are expected. Loki
+    /// writes flushed chunks in the background, and ranges older than 3 h are read
+    /// from them only, so the count is polled until it reaches `want` (then checked
+    /// once more for extras) or stops moving for 20 s.
+    pub fn stored(&self, selector: &str, want: u64) -> u64 {
         self.flush();
-        let mut last = None;
-        let start = Instant::now();
+        let (mut last, mut since) = (u64::MAX, Instant::now());
         loop {
-            std::thread::sleep(Duration::from_millis(700));
+            std::thread::sleep(Duration::from_millis(500));
             let n = self.counts(selector, "").values().sum::<u64>();
-            if last == Some(n) || start.elapsed() > Duration::from_secs(30) {
+            if n >= want {
+                std::thread::sleep(Duration::from_secs(1));
+                return self.counts(selector, "").values().sum::<u64>();
+            }
+            if n != last {
+                (last, since) = (n, Instant::now());
+            } else if since.elapsed() > Duration::from_secs(20) {
                 return n;
             }
-            last = Some(n);
         }
     }
 
