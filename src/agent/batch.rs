@@ -92,6 +92,8 @@ pub struct Entry {
     pub doc_id: u128,
     /// A line of the record was cut at `source.max_line_bytes`.
     pub truncated: bool,
+    /// The record had no time of its own (`timestamp_inferred`).
+    pub inferred: bool,
 }
 
 /// The agent's own identity, the same for every record.
@@ -249,6 +251,7 @@ impl Batch {
             offset: r.offset,
             doc_id,
             truncated: r.truncated,
+            inferred: r.timestamp_inferred || r.timestamp.is_none(),
             ..Entry::default()
         };
         if self.needs.json {

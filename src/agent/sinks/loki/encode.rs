@@ -36,26 +36,36 @@ pub const MAX_LABEL_VALUE: usize = 2048;
 /// stays under Loki's 64 KiB (`max_structured_metadata_size`).
 pub const MAX_META_VALUE: usize = 4096;
 
-/// The time of `e`'s Loki entry: the record's time plus a deterministic offset,
-/// from the record's document id (file identity, offset, message), below the
-/// record's own precision: under a millisecond for Ray's millisecond times, under
-/// a microsecond for microsecond times, none for nanosecond times. Records that
-/// share stream, time and line thus stay distinct entries, and a replay of the same
-/// record gets the same time, which Loki stores once.
-pub fn entry_time(ts: i64, doc_id: u128) -> i64 {
-    let unit: i64 = match ts {
+/// The time of `e`'s Loki entry: the record's time plus a deterministic offset, so
+/// that records alike in stream, time and line stay distinct entries, and a replay of
+/// the same record gets the same time (which Loki stores once).
+/// - A record with a time of its own gets an offset below that time's precision
+///   (under a millisecond for Ray's millisecond times, under a microsecond for
+///   microsecond times, none for nanosecond times), mixed from its document id (file
+///   identity, offset, message).
+/// - A record whose time was inferred shares it with its neighbours, often a whole
+///   file of prints: it gets its byte offset in the file (modulo 10 MB) in units of
+///   100 ns, plus under 100 ns mixed from its document id. The records of one file
+///   then stay distinct and in file order within the second after the time, and
+///   twins in two files (same offset, time and line) differ but one time in 100.
+pub fn entry_time(e: &Entry) -> i64 {
+    let ts = e.timestamp_ns;
+    // FNV's low bits mix poorly (its prime is 2^88 + 315): fold both halves and
+    // finish with splitmix64's mixer before taking a remainder, in 64 bits (a
+    // 128-bit remainder is a library call, once per entry).
+    let mut x = (e.doc_id >> 64) as u64 ^ e.doc_id as u64;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+    x ^= x >> 31;
+    if e.inferred {
+        return ts.saturating_add(((e.offset % 10_000_000) * 100 + x % 100) as i64);
+    }
+    let unit: u64 = match ts {
         t if t % 1_000_000 == 0 => 1_000_000,
         t if t % 1_000 == 0 => 1_000,
         _ => return ts,
     };
-    // FNV's low bits mix poorly (its prime is 2^88 + 315): fold both halves and
-    // finish with splitmix64's mixer before taking the remainder, in 64 bits (a
-    // 128-bit remainder is a library call, once per entry).
-    let mut x = (doc_id >> 64) as u64 ^ doc_id as u64;
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
-    x ^= x >> 31;
-    ts.saturating_add((x % unit as u64) as i64)
+    ts.saturating_add((x % unit) as i64)
 }
 
 /// A structured-metadata field with its protobuf `LabelPairAdapter.name` field
@@ -352,7 +362,7 @@ impl LokiEncoder {
             }
         };
         recent.items[0] = (i, slot);
-        self.order.push((slot, entry_time(e.timestamp_ns, e.doc_id), i));
+        self.order.push((slot, entry_time(e), i));
     }
 
     fn same_labels(&self, batch: &Batch, a: &Entry, b: &Entry) -> bool {

@@ -123,7 +123,7 @@ fn assert_ray_entries(got: &[ReceivedEntry]) {
     let print = find(got, "counter at 1");
     assert_eq!(print.labels, default_labels("worker", None), "a print has no level: no level label");
     assert_eq!(print.line, "counter at 1");
-    assert_eq!(print.timestamp_ns, NOW_NS);
+    assert!((NOW_NS..NOW_NS + 1_000_000_000).contains(&print.timestamp_ns), "now, then the file's order");
     let actor_meta = map(&[
         ("node_id", NODE_ID),
         ("job_id", "03000000"),
@@ -206,9 +206,10 @@ async fn entries_of_a_stream_arrive_in_time_order() {
         assert_eq!(info.len(), 2);
         assert_eq!(ms(info[0].0), ms(ns("2026-11-30T09:31:32.619Z")), "{encoding}: read second, sent first");
         assert!(info[1].1.starts_with("Setting node ID"));
-        // Same timestamp: the batch's order is kept.
+        // Both dated "now": the file's order is kept, within the second after it.
         let prints = lines_of_stream(&got, &default_labels("worker", None));
-        assert_eq!(prints, vec![(NOW_NS, "counter at 1".into()), (NOW_NS, "counter at 2".into())]);
+        assert_eq!(prints.iter().map(|p| p.1.as_str()).collect::<Vec<_>>(), ["counter at 1", "counter at 2"]);
+        assert!(NOW_NS <= prints[0].0 && prints[0].0 < prints[1].0 && prints[1].0 < NOW_NS + 1_000_000_000);
     }
 }
 
@@ -435,6 +436,22 @@ async fn records_alike_in_stream_time_and_line_stay_two_entries() {
     server.clear();
     sink.send(&batch, None).await.unwrap();
     assert_eq!(server.entries(), first);
+}
+
+#[tokio::test]
+async fn prints_dated_alike_stay_distinct_and_in_file_order() {
+    // A worker printing the same line over and over: every print gets the same
+    // estimated time, and Loki would keep one of each text per time.
+    let server = loki::start().await;
+    let node = Arc::new(NodeIdentity::new("n".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let text = format!(":job_id:03000000\n{}", "heartbeat\n".repeat(5000));
+    parse_into(&mut batch, &mut Correlator::new(), ACTOR_OUT, &text);
+    LokiSink::new(config(&server, |_| {})).send(&batch, None).await.unwrap();
+    let times: Vec<i64> = server.entries().iter().map(|e| e.timestamp_ns).collect();
+    assert_eq!(times.len(), 5000);
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "distinct, in the order printed");
+    assert!(times[4999] - times[0] < 1_000_000_000, "within the second after the estimate");
 }
 
 #[test]
