@@ -163,7 +163,10 @@ mod tests {
         m.lines_read.fetch_add(3, Relaxed);
         m.sinks[0].records_sent.fetch_add(2, Relaxed);
         m.sinks[0].observe_latency(0.02);
+        m.sinks[0].dead_letters[DeadReason::TooOld as usize].fetch_add(4, Relaxed);
         let t = m.render();
+        assert!(t.contains("raylog_sink_dead_letters_total{sink=\"loki\",reason=\"too_old\"} 4"), "{t}");
+        assert!(t.contains("raylog_sink_dead_letters_total{sink=\"loki\",reason=\"too_far_behind\"} 0"));
         assert!(t.contains("raylog_lines_read_total 3"));
         assert!(t.contains("raylog_sink_records_sent_total{sink=\"loki\"} 2"));
         assert!(t.contains("raylog_sink_batch_latency_seconds_bucket{sink=\"loki\",le=\"0.025\"} 1"));

@@ -98,6 +98,7 @@ fn real_loki_stores_each_fixture_record_once_even_after_a_restart_without_checkp
     let got = loki.stored("{service_name=\"ray\"}", want.values().sum());
     let by_cluster = loki.counts("{service_name=\"ray\"}", "cluster");
     assert_eq!(by_cluster, want, "stored per fixture vs records parsed");
+    eprintln!("fixtures: stored {by_cluster:?} after two runs each, discarded {:?}", loki.discarded());
     assert_eq!(got, want.values().sum::<u64>());
     no_discards(&loki);
 }
