@@ -72,10 +72,6 @@ fn no_discards(loki: &RealLoki) {
     assert!(d.is_empty(), "Loki discarded entries: {d:?}");
 }
 
-/// A pace under Loki's default 4 MB/s, so a backfill gets no 429 (which Loki would
-/// count as discarded before raylog sends them again).
-const PACED: &str = "max_bytes_per_second = \"3MiB\"";
-
 #[test]
 fn real_loki_stores_each_fixture_record_once_even_after_a_restart_without_checkpoints() {
     let Some(loki) = RealLoki::start("fixtures", "") else { return };
@@ -118,7 +114,7 @@ fn real_loki_catch_up_of_many_files_spanning_hours() {
     tree.write(i64::MIN, i64::MAX);
     let want = record_count(&[tmp.0.join("ray")]);
     let state = tmp.0.join("state");
-    let err = ship_once(&config(&tmp.0, &tmp.0.join("ray"), &state, &loki, "catchup", PACED));
+    let err = ship_once(&config(&tmp.0, &tmp.0.join("ray"), &state, &loki, "catchup", ""));
     assert!(dead_letters(&state).is_empty(), "dead letters:\n{err}");
     assert_eq!(loki.stored("{cluster=\"catchup\"}", want), want);
     no_discards(&loki);
@@ -133,7 +129,7 @@ fn real_loki_restart_after_hours_down() {
     let (state, down) = (tmp.0.join("state"), ago(Duration::from_secs(3 * 3600)));
     // The agent ran until three hours ago...
     tree.write(i64::MIN, down);
-    let cfg = config(&tmp.0, &ray, &state, &loki, "restart", PACED);
+    let cfg = config(&tmp.0, &ray, &state, &loki, "restart", "");
     ship_once(&cfg);
     let before = record_count(std::slice::from_ref(&ray));
     // ...then Ray wrote for three hours without it, and it starts again.
@@ -155,7 +151,7 @@ fn real_loki_sigkill_during_a_backfill_stores_each_record_once() {
     tree.write(i64::MIN, i64::MAX);
     let want = record_count(std::slice::from_ref(&ray));
     let state = tmp.0.join("state");
-    let cfg = config(&tmp.0, &ray, &state, &loki, "sigkill", PACED);
+    let cfg = config(&tmp.0, &ray, &state, &loki, "sigkill", "");
     let mut kills = 0;
     for after in [1200, 1700, 900] {
         let mut agent = Command::new(env!("CARGO_BIN_EXE_raylog"))

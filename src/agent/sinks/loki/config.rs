@@ -75,8 +75,8 @@ pub struct LokiRaw {
     /// Entries this far in the future likewise. Default `"10m"`, Loki's
     /// `creation_grace_period`.
     pub reject_future_after: Option<DurationValue>,
-    /// Pace pushes at this rate (uncompressed bytes). Default: unset, learned from
-    /// Loki's first 429.
+    /// Pace pushes at this rate (bytes before compression). Default `"3MiB"`, under a
+    /// stock Loki's `ingestion_rate_mb` (4 MB/s); `0`: unpaced until a 429 says how.
     pub max_bytes_per_second: Option<SizeValue>,
 }
 
@@ -218,11 +218,12 @@ impl LokiRaw {
                 "must be at most 1d (match Loki's limits_config.creation_grace_period)",
             );
         }
-        let max_bytes_per_second =
-            self.max_bytes_per_second.as_ref().map(|v| v.get(&format!("{key}.max_bytes_per_second"), p));
-        if max_bytes_per_second.is_some_and(|r| r < 1024) {
-            p.add(&format!("{key}.max_bytes_per_second"), "must be at least 1KiB (a second's worth of one push)");
+        let pace =
+            self.max_bytes_per_second.as_ref().map_or(3 << 20, |v| v.get(&format!("{key}.max_bytes_per_second"), p));
+        if (1..1024).contains(&pace) {
+            p.add(&format!("{key}.max_bytes_per_second"), "must be 0 (unpaced) or at least 1KiB");
         }
+        let max_bytes_per_second = (pace > 0).then_some(pace);
         LokiConfig {
             name: self.name.clone().unwrap_or_else(|| "loki".into()),
             push_url,

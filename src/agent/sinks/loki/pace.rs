@@ -3,11 +3,11 @@
 //! Loki refuses a push over its tenant's `ingestion_rate_mb` (4 MB/s, burst 6 MB by
 //! default) or a stream's `per_stream_rate_limit` with 429, and counts the refused
 //! entries as discarded even though raylog sends them again. A backfill reads far
-//! faster than that, so the sink paces itself: at `max_bytes_per_second` when set,
-//! else at 90 % of the limit Loki states in its first 429 (`limit: 4194304
-//! bytes/sec`, `limit: 3MB/sec`). A token bucket allows bursts of one second, and
-//! a push larger than a second's worth is split: Loki refuses whole any push over
-//! its burst, however often it is sent.
+//! faster than that, so the sink paces itself: at `max_bytes_per_second` (3 MiB/s by
+//! default, under a stock Loki's limit), and at 90 % of any lower limit Loki states
+//! in a 429 (`limit: 4194304 bytes/sec`, `limit: 3MB/sec`). A token bucket allows
+//! bursts of one second, and a push larger than a second's worth is split: Loki
+//! refuses whole any push over its burst, however often it is sent.
 
 use std::time::{Duration, Instant};
 
