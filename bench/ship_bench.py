@@ -62,7 +62,7 @@ def sink_toml(kind, port, old=False):
     # The receiver here has no rate limit: no pacing (0), so the run measures CPU, not
     # the pace. And a corpus generated without --start is dated 2026-01-15: older
     # than Loki takes, so the sink would dead-letter it unsent; this receiver takes it.
-    age = "max_bytes_per_second = 0\n" + ('reject_old_after = "3650d"\n' if old else "")""
+    age = "max_bytes_per_second = 0\n" + ('reject_old_after = "3650d"\n' if old else "")
     if kind == "loki":
         return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\n%s' % (url, age)
     if kind == "loki-json":
@@ -248,6 +248,11 @@ def real_loki(a):
             discarded = loki_discarded(port)
         finally:
             os.kill(int(pid), signal.SIGTERM)
+            # Loki writes its data dir until it exits; the temp dir goes after it.
+            for _ in range(100):
+                if not os.path.exists("/proc/%s" % pid):
+                    break
+                time.sleep(0.1)
     cpu = ru.ru_utime + ru.ru_stime
     print("real Loki 3.4.5, stock limits: input=%.1f MiB (%d records parsed), every file spanning 3 h"
           % (mib, parsed))
