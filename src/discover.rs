@@ -77,6 +77,11 @@ impl Discovered {
     }
 }
 
+/// A file name without a rotation suffix (`raylet.out.1` → `raylet.out`).
+pub fn strip_rotation(name: &str) -> std::borrow::Cow<'_, str> {
+    raylog_parsers::classify::split_rotation(name).0
+}
+
 /// Lowercased name checks for archives and gzip files.
 fn archive_kind(name: &str) -> Option<bool> {
     if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
@@ -217,6 +222,73 @@ fn walk(root: &Path, dir: &Path, idx: usize, d: &mut Discovered) {
             }
         }
     }
+}
+
+/// A logs dir the agent follows: where it is, and what to call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogsRoot {
+    pub root: PathBuf,
+    pub dir: LogsDir,
+}
+
+/// The logs dirs under the agent's `paths`, found the way [`discover`] finds them
+/// (a temp root's `session_*/logs`, a session dir, a logs dir, a flat folder), without
+/// listing their files. Unreadable paths come back as failures.
+pub fn logs_roots(paths: &[PathBuf]) -> (Vec<LogsRoot>, Vec<(String, String)>) {
+    let (mut roots, mut failures) = (Vec::new(), Vec::new());
+    let mut seen = std::collections::HashSet::new();
+    for p in paths {
+        let canon = match p.canonicalize() {
+            Ok(c) if c.is_dir() => c,
+            Ok(_) => {
+                failures.push((
+                    p.display().to_string(),
+                    "not a directory; give a Ray temp root, session or logs dir".into(),
+                ));
+                continue;
+            }
+            Err(e) => {
+                failures.push((p.display().to_string(), format!("cannot open: {e}")));
+                continue;
+            }
+        };
+        let mut found = vec![];
+        if canon.file_name().is_some_and(|n| n == "logs") {
+            found.push(canon.clone());
+        } else {
+            let mut sessions = vec![];
+            find_sessions(&canon, 4, &mut sessions);
+            found.extend(sessions.into_iter().map(|s| s.join("logs")));
+            // A flat folder of logs, but not a temp root before Ray made its first
+            // session (its sessions will be found by a later call).
+            if found.is_empty() && holds_logs(&canon) {
+                found.push(canon.clone());
+            }
+        }
+        for root in found {
+            if seen.insert(root.clone()) {
+                let dir = LogsDir { label: root.display().to_string(), session: session_of_path(&root) };
+                roots.push(LogsRoot { root, dir });
+            }
+        }
+    }
+    (roots, failures)
+}
+
+/// Whether `dir` directly holds a file named like a log (`.log`, `.out`, `.err`).
+fn holds_logs(dir: &Path) -> bool {
+    std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        e.file_type().is_ok_and(|t| t.is_file())
+            && [".log", ".out", ".err"].iter().any(|x| crate::discover::strip_rotation(&name).ends_with(x))
+    })
+}
+
+/// Whether the agent skips a file of this name: compressed files and archives are
+/// for `raylog parse`, not for tailing.
+pub fn not_tailed(name: &str) -> bool {
+    name.ends_with(".gz") || archive_kind(name).is_some()
 }
 
 /// For a path inside an archive: the logs-dir prefix (to group by) and the path

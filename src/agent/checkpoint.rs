@@ -4,21 +4,37 @@
 //! bytes (so a recycled inode is not mistaken for the old file). The fingerprint grows
 //! with the file up to [`FINGERPRINT_MAX`] bytes and is always checked against bytes
 //! before the saved offset. The offset saved is the first byte not yet acknowledged by
-//! every sink, with the parser context (markers) in force there, so a restart resumes
-//! exactly: nothing acknowledged is re-sent except the batch in flight when the agent
-//! died. The file is written to a temp file, fsynced, renamed over the old one, and the
-//! directory fsynced, with a version tag so a future format is refused, not misread.
+//! every sink, with the parser context in force there, so a restart resumes exactly:
+//! nothing acknowledged is re-sent except the batch in flight when the agent died.
+//!
+//! On disk (version 2), so that saving costs what changed, not what exists:
+//! - `checkpoints.json`: a snapshot, a header line `{"version":2,"generation":G}`
+//!   then one file per line;
+//! - `checkpoints.G.journal`: the files that changed since, one per line, appended
+//!   and fsynced at each save. A torn last line (a crash mid-write) is ignored.
+//!
+//! When the journal outgrows half the snapshot (at least 1 MiB), the two are merged
+//! into a new snapshot, written temp → fsync → rename → fsync of the directory, with
+//! the next generation; the old journal is then deleted. A crash at any point leaves
+//! either the old snapshot with its journal or the new one. The merge streams the
+//! snapshot, so memory follows the journal, not the number of files, and drops files
+//! gone for longer than `source.forget_after`. Version 1 (one pretty-printed JSON
+//! document) is read, and replaced by version 2 at the first save.
+
+mod disk;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use disk::{load, SaveBatch, Saved};
+
 /// Bytes of a file's start that identify it.
 pub const FINGERPRINT_MAX: u64 = 1024;
-const VERSION: u32 = 1;
-const FILE_NAME: &str = "checkpoints.json";
+const VERSION: u32 = 2;
+const SNAPSHOT: &str = "checkpoints.json";
 
 /// `(device, inode)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -75,42 +91,43 @@ fn fnv(b: &[u8]) -> u64 {
 }
 
 /// Marker context in force at the saved offset (see `raylog_parsers::parser::FileContext`).
+/// Boxed strings: one of these may be kept for each of 100,000 files.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<String>,
+    pub job_id: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor_name: Option<String>,
+    pub actor_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_name: Option<String>,
+    pub task_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
-    /// Nanoseconds of the last record before the offset that had a time of its own:
-    /// the time of the time-less records right after it, so a resumed file dates
-    /// them as the first read did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_timestamp_ns: Option<i64>,
+    pub task_id: Option<Box<str>>,
 }
 
 impl SavedContext {
-    pub fn from_parser(c: &raylog_parsers::parser::FileContext) -> SavedContext {
-        SavedContext {
-            job_id: c.job_id.map(|i| i.as_str().to_string()),
-            actor_name: c.actor_name.clone(),
-            task_name: c.task_name.clone(),
-            task_id: c.task_id.map(|i| i.as_str().to_string()),
-            last_timestamp_ns: c.last_timestamp.map(|t| t.0),
-        }
+    /// The parser's context, `None` when it holds nothing.
+    pub fn from_parser(c: &raylog_parsers::parser::FileContext) -> Option<Box<SavedContext>> {
+        let ctx = SavedContext {
+            job_id: c.job_id.map(|i| i.as_str().into()),
+            actor_name: c.actor_name.as_deref().map(Into::into),
+            task_name: c.task_name.as_deref().map(Into::into),
+            task_id: c.task_id.map(|i| i.as_str().into()),
+        };
+        (ctx != SavedContext::default()).then(|| Box::new(ctx))
     }
 
-    pub fn to_parser(&self) -> raylog_parsers::parser::FileContext {
-        let id = |s: &Option<String>| s.as_deref().and_then(|s| raylog_parsers::Id::parse(s.as_bytes()));
+    /// The parser context to resume with, `last` being the time of the last record
+    /// before the offset that had one of its own.
+    pub fn to_parser(ctx: Option<&SavedContext>, last: Option<i64>) -> raylog_parsers::parser::FileContext {
+        let id = |s: &Option<Box<str>>| s.as_deref().and_then(|s| raylog_parsers::Id::parse(s.as_bytes()));
+        let empty = SavedContext::default();
+        let c = ctx.unwrap_or(&empty);
         raylog_parsers::parser::FileContext {
-            job_id: id(&self.job_id),
-            actor_name: self.actor_name.clone(),
-            task_name: self.task_name.clone(),
-            task_id: id(&self.task_id),
-            last_timestamp: self.last_timestamp_ns.map(raylog_parsers::Timestamp),
+            job_id: id(&c.job_id),
+            actor_name: c.actor_name.as_deref().map(str::to_string),
+            task_name: c.task_name.as_deref().map(str::to_string),
+            task_id: id(&c.task_id),
+            last_timestamp: last.map(raylog_parsers::Timestamp),
         }
     }
 }
@@ -122,18 +139,31 @@ pub struct FileCheckpoint {
     pub fingerprint: Fingerprint,
     /// First byte not yet delivered everywhere.
     pub offset: u64,
-    /// Last path the file was seen at (for people reading the file).
-    pub path: String,
-    #[serde(default)]
-    pub context: SavedContext,
-    /// Unix seconds of the last update, to forget files long gone.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "disk::context")]
+    pub context: Option<Box<SavedContext>>,
+    /// Nanoseconds of the last record before the offset that had a time of its own:
+    /// the time of the time-less records right after it, so a resumed file dates
+    /// them as the first read did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_time_ns: Option<i64>,
+    /// Unix seconds of the last update.
     pub updated: u64,
+    /// Unix seconds since the file was found gone (absent: present). Checkpoints of
+    /// files gone for longer than `source.forget_after` are dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gone_since: u64,
 }
 
-#[derive(Serialize, Deserialize)]
-struct OnDisk {
-    version: u32,
-    files: Vec<FileCheckpoint>,
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl FileCheckpoint {
+    /// Whether `self` may replace `old`: offsets only move forward within one file
+    /// (same fingerprint); a different fingerprint is a different file on the inode.
+    fn supersedes(&self, old: &FileCheckpoint) -> bool {
+        old.fingerprint != self.fingerprint || old.offset <= self.offset || self.gone_since != old.gone_since
+    }
 }
 
 /// Why checkpoints could not be loaded or saved.
@@ -147,113 +177,78 @@ pub enum CheckpointError {
     Version { path: String, found: u32 },
 }
 
-/// All checkpoints, in memory; [`CheckpointStore::save`] persists them.
+/// Checkpoints that changed since the last save, and where the files on disk stand.
+/// The ack tracker owns it; each save takes the changes ([`CheckpointStore::take`])
+/// to a blocking thread ([`SaveBatch::write`]) and gets the new state back.
 #[derive(Debug)]
 pub struct CheckpointStore {
     dir: PathBuf,
-    files: HashMap<FileKey, FileCheckpoint>,
+    state: Saved,
+    changes: HashMap<FileKey, FileCheckpoint>,
+    forget_after_secs: u64,
 }
 
 impl CheckpointStore {
-    /// Loads `state_dir/checkpoints.json` (creating `state_dir` if needed).
-    pub fn load(state_dir: &Path) -> Result<CheckpointStore, CheckpointError> {
-        let io = |path: &Path, source| CheckpointError::Io { path: path.display().to_string(), source };
-        std::fs::create_dir_all(state_dir).map_err(|e| io(state_dir, e))?;
-        let path = state_dir.join(FILE_NAME);
-        let mut store = CheckpointStore { dir: state_dir.to_path_buf(), files: HashMap::new() };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(store),
-            Err(e) => return Err(io(&path, e)),
-        };
-        let shown = path.display().to_string();
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| CheckpointError::Corrupt { path: shown.clone(), message: e.to_string() })?;
-        let found = v.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if found != VERSION {
-            return Err(CheckpointError::Version { path: shown, found });
-        }
-        let disk: OnDisk =
-            serde_json::from_value(v).map_err(|e| CheckpointError::Corrupt { path: shown, message: e.to_string() })?;
-        store.files = disk.files.into_iter().map(|f| (f.key, f)).collect();
-        Ok(store)
-    }
-
-    pub fn get(&self, key: &FileKey) -> Option<&FileCheckpoint> {
-        self.files.get(key)
-    }
-
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+    /// Opens the checkpoints in `state_dir` (creating it if needed) for saving.
+    pub fn open(state_dir: &Path, forget_after_secs: u64) -> Result<CheckpointStore, CheckpointError> {
+        let state = disk::state(state_dir)?;
+        Ok(CheckpointStore { dir: state_dir.to_path_buf(), state, changes: HashMap::new(), forget_after_secs })
     }
 
     /// Records a delivered position (only ever forward for the same fingerprint).
     pub fn update(&mut self, cp: FileCheckpoint) {
-        match self.files.get(&cp.key) {
-            Some(old)
-                if old.fingerprint.hash == cp.fingerprint.hash
-                    && old.offset > cp.offset
-                    && old.fingerprint.len == cp.fingerprint.len => {}
+        match self.changes.get(&cp.key) {
+            Some(old) if !cp.supersedes(old) => {}
             _ => {
-                self.files.insert(cp.key, cp);
+                self.changes.insert(cp.key, cp);
             }
         }
     }
 
-    /// Forgets a file (its inode was reused by another file).
-    pub fn remove(&mut self, key: &FileKey) {
-        self.files.remove(key);
+    /// Whether anything changed since the last save.
+    pub fn is_dirty(&self) -> bool {
+        !self.changes.is_empty() || self.state.must_compact
     }
 
-    /// Drops checkpoints not updated for `max_age_secs` whose files are gone.
-    pub fn forget_older_than(&mut self, now: u64, max_age_secs: u64, still_present: impl Fn(&FileKey) -> bool) {
-        self.files.retain(|k, f| still_present(k) || now.saturating_sub(f.updated) < max_age_secs);
+    /// The changes, to be written by [`SaveBatch::write`] on another thread while
+    /// this store keeps collecting.
+    pub fn take(&mut self) -> SaveBatch {
+        let mut entries: Vec<FileCheckpoint> = self.changes.drain().map(|(_, v)| v).collect();
+        entries.sort_by_key(|e| e.key);
+        SaveBatch::new(self.dir.clone(), self.state.clone(), entries, self.forget_after_secs)
     }
 
-    /// Writes the checkpoints atomically: temp file, fsync, rename, fsync of the dir.
-    pub fn save(&self) -> Result<(), CheckpointError> {
-        self.snapshot().write()
-    }
-
-    /// The checkpoints as they are now, ready to be written by [`Snapshot::write`]
-    /// on another thread while this store keeps advancing.
-    pub fn snapshot(&self) -> Snapshot {
-        let mut files: Vec<&FileCheckpoint> = self.files.values().collect();
-        files.sort_by_key(|f| f.key);
-        #[derive(Serialize)]
-        struct Disk<'a> {
-            version: u32,
-            files: Vec<&'a FileCheckpoint>,
+    /// After a save: the new state on disk, or (on failure) the changes back, under
+    /// any newer ones collected meanwhile.
+    pub fn saved(
+        &mut self,
+        outcome: Result<Saved, (CheckpointError, Vec<FileCheckpoint>)>,
+    ) -> Result<(), CheckpointError> {
+        match outcome {
+            Ok(state) => {
+                self.state = state;
+                Ok(())
+            }
+            Err((e, entries)) => {
+                for cp in entries {
+                    self.changes.entry(cp.key).or_insert(cp);
+                }
+                Err(e)
+            }
         }
-        let body = serde_json::to_vec_pretty(&Disk { version: VERSION, files });
-        Snapshot { dir: self.dir.clone(), body: body.map_err(|e| e.to_string()) }
     }
-}
 
-/// Serialised checkpoints and the directory they belong in.
-pub struct Snapshot {
-    dir: PathBuf,
-    body: Result<Vec<u8>, String>,
-}
+    /// Files in the last snapshot plus the journal lines since (an upper bound of
+    /// the files tracked, for logs).
+    pub fn approx_len(&self) -> u64 {
+        self.state.snapshot_entries + self.state.journal_entries
+    }
 
-impl Snapshot {
-    /// Temp file, fsync, rename over `checkpoints.json`, fsync of the directory.
-    pub fn write(self) -> Result<(), CheckpointError> {
-        let path = self.dir.join(FILE_NAME);
-        let tmp = self.dir.join(format!("{FILE_NAME}.tmp"));
-        let io = |p: &Path, source| CheckpointError::Io { path: p.display().to_string(), source };
-        let body = self.body.map_err(|e| io(&tmp, std::io::Error::other(e)))?;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-        f.write_all(&body).and_then(|_| f.sync_all()).map_err(|e| io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
-        if let Ok(d) = std::fs::File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+    /// Saves everything now, on this thread (tests, and the last save at exit).
+    pub fn save(&mut self) -> Result<(), CheckpointError> {
+        let batch = self.take();
+        let outcome = batch.write();
+        self.saved(outcome)
     }
 }
 
@@ -263,59 +258,4 @@ pub fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tmpdir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("raylog-cp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
-
-    #[test]
-    fn round_trip_and_version_check() {
-        let dir = tmpdir("rt");
-        let mut s = CheckpointStore::load(&dir).unwrap();
-        assert!(s.is_empty());
-        let cp = FileCheckpoint {
-            key: FileKey { dev: 1, ino: 2 },
-            fingerprint: Fingerprint { len: 10, hash: 99 },
-            offset: 1234,
-            path: "/tmp/ray/x".into(),
-            context: SavedContext { job_id: Some("01000000".into()), ..Default::default() },
-            updated: 5,
-        };
-        s.update(cp.clone());
-        s.save().unwrap();
-        let again = CheckpointStore::load(&dir).unwrap();
-        assert_eq!(again.get(&cp.key), Some(&cp));
-        std::fs::write(dir.join(FILE_NAME), r#"{"version": 9, "files": []}"#).unwrap();
-        let e = CheckpointStore::load(&dir).unwrap_err().to_string();
-        assert!(e.contains("version 9") && e.contains("checkpoints.json"), "{e}");
-        std::fs::write(dir.join(FILE_NAME), "garbage").unwrap();
-        assert!(CheckpointStore::load(&dir).unwrap_err().to_string().contains("move it aside"));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn offsets_never_go_back_for_the_same_file() {
-        let dir = tmpdir("fwd");
-        let mut s = CheckpointStore::load(&dir).unwrap();
-        let mut cp = FileCheckpoint {
-            key: FileKey { dev: 1, ino: 2 },
-            fingerprint: Fingerprint { len: 10, hash: 99 },
-            offset: 100,
-            path: "x".into(),
-            context: SavedContext::default(),
-            updated: 0,
-        };
-        s.update(cp.clone());
-        cp.offset = 50;
-        s.update(cp.clone());
-        assert_eq!(s.get(&cp.key).unwrap().offset, 100);
-        cp.fingerprint.hash = 7; // a different file on the same inode
-        s.update(cp.clone());
-        assert_eq!(s.get(&cp.key).unwrap().offset, 50);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

@@ -58,6 +58,7 @@ pub struct Metrics {
     pub invalid_utf8: AtomicU64,
     pub truncated_lines: AtomicU64,
     pub files_watched: AtomicI64,
+    pub files_open: AtomicI64,
     pub bytes_behind: AtomicI64,
     pub read_errors: AtomicU64,
     pub checkpoints_written: AtomicU64,
@@ -94,7 +95,12 @@ impl Metrics {
         let mut gauge = |name: &str, help: &str, v: i64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         };
-        gauge("raylog_files_watched", "Files being tailed.", self.files_watched.load(Relaxed));
+        gauge("raylog_files_watched", "Files tracked (open or not).", self.files_watched.load(Relaxed));
+        gauge(
+            "raylog_files_open",
+            "Files with a descriptor (at most source.max_open_files).",
+            self.files_open.load(Relaxed),
+        );
         gauge(
             "raylog_bytes_behind",
             "Bytes between what was read and the end of the files.",

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinHandle};
 
 use crate::agent::batch::Batch;
-use crate::agent::checkpoint::{CheckpointError, CheckpointStore, FileCheckpoint};
+use crate::agent::checkpoint::{CheckpointError, CheckpointStore, FileCheckpoint, Saved};
 use crate::agent::metrics::Metrics;
 use crate::agent::sinks::Ack;
 use crate::agent::source::Cut;
@@ -32,7 +32,7 @@ pub struct Pending {
 /// Dropping it closes the sinks' channels: they drain what they hold and stop.
 pub struct Dispatcher {
     pub sinks: Vec<mpsc::Sender<(Arc<Batch>, Instant)>>,
-    pub pending: mpsc::UnboundedSender<Pending>,
+    pub pending: mpsc::Sender<Pending>,
 }
 
 impl Dispatcher {
@@ -41,7 +41,7 @@ impl Dispatcher {
     /// Called from the reader thread, never from the async runtime.
     pub fn send(&self, cut: Cut) -> bool {
         let seq = cut.batch.seq;
-        if self.pending.send(Pending { seq, positions: cut.positions }).is_err() {
+        if self.pending.blocking_send(Pending { seq, positions: cut.positions }).is_err() {
             return false;
         }
         self.sinks.iter().all(|s| s.blocking_send((cut.batch.clone(), cut.made)).is_ok())
@@ -50,12 +50,13 @@ impl Dispatcher {
 
 /// Applies checkpoints in batch order once every sink acknowledged; saves them.
 ///
-/// Saving (two fsyncs) runs on a blocking thread, one save at a time, so a slow disk
-/// never stalls the runtime the sinks run on. Advances made while a save is under
-/// way go into the next one: checkpoints lag what was acknowledged by at most one
-/// save, so after a crash only what was in flight is sent again.
+/// Saving (a journal append and an fsync, now and then a merge) runs on a blocking
+/// thread, one save at a time, so a slow disk never stalls the runtime the sinks run
+/// on. Advances made while a save is under way go into the next one: checkpoints
+/// lag what was acknowledged by at most one save, so after a crash only what was in
+/// flight is sent again. Nothing changed, nothing written.
 pub async fn track_acks(
-    mut pending: mpsc::UnboundedReceiver<Pending>,
+    mut pending: mpsc::Receiver<Pending>,
     mut acks: mpsc::Receiver<Ack>,
     sinks: usize,
     mut store: CheckpointStore,
@@ -63,9 +64,11 @@ pub async fn track_acks(
 ) -> CheckpointStore {
     let mut waiting: BTreeMap<u64, (usize, Vec<FileCheckpoint>)> = BTreeMap::new();
     let mut early: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut dirty = false;
-    let mut saving: Option<JoinHandle<Result<(), CheckpointError>>> = None;
+    let mut saving: Option<JoinHandle<SaveOutcome>> = None;
     let mut failing = false;
+    // After a failed save, the next try waits for the tick: a full disk must not
+    // make this loop spin.
+    let mut next_try = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let (mut pending_open, mut acks_open) = (true, true);
     while pending_open || acks_open {
@@ -86,8 +89,10 @@ pub async fn track_acks(
             },
             done = async { saving.as_mut().expect("guarded by is_some").await }, if saving.is_some() => {
                 saving = None;
-                // A failed save is tried again at the next event (at least every tick).
-                dirty |= !saved(done, &metrics, &mut failing);
+                // A failed save is tried again at the next tick.
+                if !saved(&mut store, done, &metrics, &mut failing) {
+                    next_try = tokio::time::Instant::now() + Duration::from_secs(1);
+                }
             }
             _ = tick.tick() => {}
         }
@@ -98,41 +103,50 @@ pub async fn track_acks(
             }
             for cp in entry.remove().1 {
                 store.update(cp);
-                dirty = true;
             }
         }
-        if dirty && saving.is_none() {
-            let snapshot = store.snapshot();
-            saving = Some(tokio::task::spawn_blocking(move || snapshot.write()));
-            dirty = false;
+        if store.is_dirty() && saving.is_none() && tokio::time::Instant::now() >= next_try {
+            let batch = store.take();
+            saving = Some(tokio::task::spawn_blocking(move || batch.write()));
         }
     }
     if let Some(s) = saving {
-        dirty |= !saved(s.await, &metrics, &mut failing);
+        saved(&mut store, s.await, &metrics, &mut failing);
     }
-    if dirty {
-        let snapshot = store.snapshot();
-        saved(tokio::task::spawn_blocking(move || snapshot.write()).await, &metrics, &mut failing);
+    if store.is_dirty() {
+        let batch = store.take();
+        saved(&mut store, tokio::task::spawn_blocking(move || batch.write()).await, &metrics, &mut failing);
     }
     store
 }
 
-/// Counts a finished save, or logs why it failed (once per run of failures);
-/// true when saved.
-fn saved(done: Result<Result<(), CheckpointError>, JoinError>, metrics: &Metrics, failing: &mut bool) -> bool {
-    let why = match done {
-        Ok(Ok(())) => {
+type SaveOutcome = Result<Saved, (CheckpointError, Vec<FileCheckpoint>)>;
+
+/// Takes in a finished save: counts it, or puts its entries back and logs why it
+/// failed (once per run of failures). True when it saved.
+fn saved(
+    store: &mut CheckpointStore,
+    done: Result<SaveOutcome, JoinError>,
+    metrics: &Metrics,
+    failing: &mut bool,
+) -> bool {
+    let result = match done {
+        Ok(outcome) => store.saved(outcome).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the checkpoint writer failed: {e}")),
+    };
+    match result {
+        Ok(()) => {
             metrics.checkpoints_written.fetch_add(1, Relaxed);
             if std::mem::take(failing) {
                 tracing::info!("checkpoints saved again");
             }
-            return true;
+            true
         }
-        Ok(Err(e)) => e.to_string(),
-        Err(e) => format!("the checkpoint writer failed: {e}"),
-    };
-    if !std::mem::replace(failing, true) {
-        tracing::error!(error = %why, "cannot save checkpoints; retrying every second (delivery goes on, but a restart would resend more)");
+        Err(why) => {
+            if !std::mem::replace(failing, true) {
+                tracing::error!(error = %why, "cannot save checkpoints; retrying every second (delivery goes on, but a restart would resend more)");
+            }
+            false
+        }
     }
-    false
 }

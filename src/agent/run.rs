@@ -15,12 +15,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::agent::api::{self, Health};
 use crate::agent::batch::Recycler;
-use crate::agent::checkpoint::CheckpointStore;
+use crate::agent::checkpoint::{self, CheckpointStore};
 use crate::agent::config::Config;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{track_acks, Dispatcher};
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
-use crate::agent::source::Source;
+use crate::agent::source::{Source, Wake};
 
 /// Runs the agent until a signal (or, with `once`, until everything is delivered).
 pub fn run(cfg: Config, once: bool) -> Result<()> {
@@ -33,8 +33,9 @@ pub fn run(cfg: Config, once: bool) -> Result<()> {
 }
 
 async fn run_async(cfg: Config, once: bool) -> Result<()> {
-    let store = CheckpointStore::load(&cfg.source.state_dir)?;
-    tracing::info!(state_dir = %cfg.source.state_dir.display(), files = store.len(), "loaded checkpoints");
+    let resume = checkpoint::load(&cfg.source.state_dir)?;
+    tracing::info!(state_dir = %cfg.source.state_dir.display(), files = resume.len(), "loaded checkpoints");
+    let max_open = max_open_files(cfg.source.max_open_files);
     let names: Vec<&str> = cfg.sinks.iter().map(|s| s.name()).collect();
     let metrics = Arc::new(Metrics::new(&names));
     let health = Arc::new(Health::default());
@@ -74,20 +75,18 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
         })));
     }
     drop(ack_tx);
-    let (pending_tx, pending_rx) = mpsc::unbounded_channel();
+    // Batches in flight are few (bounded sink queues), so is what waits for their acks.
+    let (pending_tx, pending_rx) = mpsc::channel(4096);
     let out = Dispatcher { sinks: sink_txs, pending: pending_tx };
-    let tracker = tokio::spawn(track_acks(
-        pending_rx,
-        ack_rx,
-        cfg.sinks.len(),
-        CheckpointStore::load(&cfg.source.state_dir)?,
-        metrics.clone(),
-    ));
+    let store = CheckpointStore::open(&cfg.source.state_dir, cfg.source.forget_after.as_secs())?;
+    let tracker = tokio::spawn(track_acks(pending_rx, ack_rx, cfg.sinks.len(), store, metrics.clone()));
 
-    let (wake_tx, wake_rx) = std::sync::mpsc::channel();
-    let _watcher = if cfg.source.watch { watch_paths(&cfg, wake_tx) } else { None };
-    let source = Source::new(cfg.clone(), store, out, recycler, metrics.clone(), shutdown.clone(), once);
-    let reader = tokio::task::spawn_blocking(move || source.run(wake_rx));
+    let wake = Arc::new(Wake::default());
+    let watcher = if cfg.source.watch { watch_paths(&cfg, wake.clone()) } else { None };
+    let watched = watcher.is_some();
+    let source =
+        Source::new(cfg.clone(), resume, out, recycler, metrics.clone(), shutdown.clone(), once, max_open, watched);
+    let reader = tokio::task::spawn_blocking(move || source.run(wake));
     health.ready.store(true, Relaxed);
 
     let signalled = tokio::select! {
@@ -108,7 +107,8 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
         let _ = t.await;
     }
     let store = tracker.await.context("the checkpoint task panicked")?;
-    tracing::info!(files = store.len(), "checkpoints saved; bye");
+    drop(watcher);
+    tracing::info!(entries = store.approx_len(), "checkpoints saved; bye");
     report_dead_letters(&metrics, &dead);
     Ok(())
 }
@@ -134,21 +134,54 @@ fn report_dead_letters(metrics: &Metrics, dead: &DeadLetter) {
     }
 }
 
-/// Wakes the reader on file-system events (inotify), so new lines are read at once
-/// rather than at the next poll. Failure only costs latency: polling continues.
-fn watch_paths(cfg: &Config, wake: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+/// Tells the reader which paths changed (inotify), so new lines are read at once
+/// and only the files that changed are looked at. Without it (unavailable, or
+/// `watch = false`) the stat poll and dir listings run every `poll_interval`.
+fn watch_paths(cfg: &Config, wake: Arc<Wake>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
-    let mut w = notify::recommended_watcher(move |_res| {
-        let _ = wake.send(());
+    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+        Ok(e) if e.need_rescan() => wake.everything(),
+        Ok(e) => wake.paths(e.paths),
+        Err(_) => wake.everything(),
     })
     .map_err(|e| tracing::warn!(error = %e, "file events unavailable; polling only"))
     .ok()?;
+    let mut any = false;
     for p in &cfg.source.paths {
-        if let Err(e) = w.watch(p, notify::RecursiveMode::Recursive) {
-            tracing::warn!(path = %p.display(), error = %e, "cannot watch; polling it instead");
+        match w.watch(p, notify::RecursiveMode::Recursive) {
+            Ok(()) => any = true,
+            Err(e) => tracing::warn!(path = %p.display(), error = %e, "cannot watch; polling it instead"),
         }
     }
-    Some(w)
+    any.then_some(w)
+}
+
+/// Descriptors for log files: `max_open_files`, within the process's open-files
+/// limit (raised to its hard limit first) less what sockets, checkpoints, the
+/// dead-letter file and inotify need.
+fn max_open_files(wanted: usize) -> usize {
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return wanted;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
+    let room = (lim.rlim_cur as u64).saturating_sub(crate::agent::source::RESERVED_FDS).max(8) as usize;
+    if wanted > room {
+        tracing::warn!(
+            max_open_files = wanted,
+            open_files_limit = lim.rlim_cur,
+            using = room,
+            "source.max_open_files is over the process's open-files limit; using less"
+        );
+    }
+    wanted.min(room)
 }
 
 async fn shutdown_signal() {

@@ -376,6 +376,23 @@ impl FileParser {
         self.limit = limit;
     }
 
+    /// Like [`FileParser::finish`], but within the time limit: false when a record
+    /// dated after it stays pending (call again once the limit has moved on).
+    pub fn finish_within(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) -> bool {
+        let mut io = Io::new(corr, opts, out, &[]);
+        if !self.partial.is_empty() || self.partial_truncated {
+            let held = std::mem::take(&mut self.partial);
+            let (off, cut) = (self.partial_offset, self.partial_truncated);
+            self.partial_truncated = false;
+            let step = self.on_line(Line::Held(&held), off, cut, &mut io);
+            if step == Step::Blocked {
+                (self.partial, self.partial_truncated) = (held, cut);
+                return false;
+            }
+        }
+        self.emit_pending(&mut io)
+    }
+
     /// Emits the record held open (no more lines are expected soon); a partial line
     /// stays held. False when the time limit kept the record back.
     pub fn flush(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) -> bool {

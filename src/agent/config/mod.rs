@@ -363,6 +363,9 @@ pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
     out.push_str(&format!("watch = {}\n", s.watch));
     let globs: Vec<&str> = s.exclude.iter().map(|g| g.as_str()).collect();
     out.push_str(&format!("exclude = {globs:?}\n"));
+    out.push_str(&format!("max_open_files = {}\n", s.max_open_files));
+    out.push_str(&format!("close_inactive = \"{}\"\n", d(s.close_inactive)));
+    out.push_str(&format!("forget_after = \"{}\"\n", d(s.forget_after)));
     out.push_str(&format!("\n[node]\nname = {:?}\n", cfg.node.name));
     if let Some(c) = &cfg.node.cluster {
         out.push_str(&format!("cluster = {c:?}\n"));

@@ -37,6 +37,12 @@ pub struct SourceRaw {
     /// Default `["debug_state*.txt"]` (state dumps rewritten in place every few
     /// seconds, not logs); `[]` ships everything.
     pub exclude: Option<Vec<String>>,
+    /// Descriptors held for log files at most. Default 256.
+    pub max_open_files: Option<usize>,
+    /// Close a file idle this long (it is reopened when it changes). Default `"5m"`.
+    pub close_inactive: Option<DurationValue>,
+    /// Drop the checkpoint of a file gone this long. Default `"24h"`.
+    pub forget_after: Option<DurationValue>,
 }
 
 /// Where to start reading files present at the first start.
@@ -61,6 +67,9 @@ pub struct SourceConfig {
     pub watch: bool,
     pub exclude: Vec<values::Glob>,
     pub parse: raylog_parsers::Options,
+    pub max_open_files: usize,
+    pub close_inactive: Duration,
+    pub forget_after: Duration,
 }
 
 pub(super) fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
@@ -99,7 +108,18 @@ pub(super) fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
         watch: s.watch.unwrap_or(true),
         exclude: exclude_globs(s.exclude.as_deref(), p),
         parse: raylog_parsers::Options { zone, max_line_bytes },
+        max_open_files: max_open_files(s.max_open_files, p),
+        close_inactive: dur(&s.close_inactive, "source.close_inactive", Duration::from_secs(300), p),
+        forget_after: dur(&s.forget_after, "source.forget_after", Duration::from_secs(86_400), p),
     }
+}
+
+fn max_open_files(v: Option<usize>, p: &mut Problems) -> usize {
+    let n = v.unwrap_or(256);
+    if !(8..=1 << 20).contains(&n) {
+        p.add("source.max_open_files", format!("{n} is out of range: 8 to 1048576"));
+    }
+    n.max(8)
 }
 
 fn exclude_globs(raw: Option<&[String]>, p: &mut Problems) -> Vec<values::Glob> {

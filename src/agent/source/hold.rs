@@ -31,9 +31,6 @@ pub struct Wait {
 pub struct HeldRecord {
     pub key: FileKey,
     pub meta: Arc<FileMeta>,
-    /// Label of the logs dir (whose node id the record may be waiting for); shared
-    /// by every record a read holds.
-    dir: Arc<str>,
     pub wait: Wait,
     timestamp: Option<Timestamp>,
     timestamp_inferred: bool,
@@ -52,11 +49,10 @@ pub struct HeldRecord {
 }
 
 impl HeldRecord {
-    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: Arc<str>, wait: Wait) -> HeldRecord {
+    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, wait: Wait) -> HeldRecord {
         HeldRecord {
             key,
             meta,
-            dir,
             wait,
             timestamp: r.timestamp,
             timestamp_inferred: r.timestamp_inferred,
@@ -148,8 +144,16 @@ impl Hold {
         self.queue.iter().any(|h| &h.key == key)
     }
 
-    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, dir: Arc<str>, wait: Wait) {
-        self.queue.push_back(HeldRecord::copy(r, key, meta, dir, wait));
+    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, wait: Wait) {
+        self.queue.push_back(HeldRecord::copy(r, key, meta, wait));
+    }
+
+    /// The files that have records held.
+    pub fn files(&self) -> Vec<FileKey> {
+        let mut keys: Vec<FileKey> = self.queue.iter().map(|h| h.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 
     pub fn len(&self) -> usize {
@@ -171,14 +175,14 @@ impl Hold {
     }
 
     /// Releases, in order, every record whose worker's actor and node (`node_of` its
-    /// logs dir) are now known or no longer awaited, whose wait is over, or all of them
+    /// file's logs dir) are now known or no longer awaited, whose wait is over, or all of them
     /// when `force`; stops at the first record of a file that must keep waiting so
     /// each file's order is kept. At most `budget` records go out per call, so the
     /// caller can cut its batch in between; returns true when it stopped there.
     pub fn release(
         &mut self,
         corr: &Correlator,
-        node_of: &dyn Fn(&str) -> Option<Id>,
+        node_of: &dyn Fn(&FileKey) -> Option<Id>,
         force: bool,
         budget: usize,
         out: &mut dyn FnMut(&Record<'_>, FileKey),
@@ -195,7 +199,7 @@ impl Hold {
                 return true;
             }
             let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
-            let node = h.ids.node_id.or_else(|| node_of(&h.dir));
+            let node = h.ids.node_id.or_else(|| node_of(&h.key));
             let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
             let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
             // Counting `h`: a full hold gives up its oldest until it is no longer full.
@@ -232,12 +236,12 @@ mod tests {
             text.push_str(&format!("print {i}\n"));
         }
         let (mut hold, mut corr, opts) = (Hold::default(), Correlator::new(), Options::default());
-        let (key, dir): (FileKey, Arc<str>) = (FileKey { dev: 1, ino: 2 }, Arc::from("d"));
+        let key = FileKey { dev: 1, ino: 2 };
         let wait = Wait { until: Instant::now() + std::time::Duration::from_secs(3600), node_until: None };
         let mut p = FileParser::new((*meta).clone(), None, None);
         let mut push = |r: &Record<'_>| {
             assert!(Hold::awaits_actor(r));
-            hold.push(r, key, meta.clone(), dir.clone(), wait);
+            hold.push(r, key, meta.clone(), wait);
         };
         p.push(text.as_bytes(), &mut corr, &opts, &mut push);
         p.finish(&mut corr, &opts, &mut push);

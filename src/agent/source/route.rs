@@ -21,7 +21,6 @@ pub struct Router<'a> {
     held_file: bool,
     key: FileKey,
     meta: Arc<FileMeta>,
-    dir: Arc<str>,
     /// Document-id hash state after the file's identity.
     seed: u128,
     now: i64,
@@ -44,7 +43,6 @@ impl<'a> Router<'a> {
             seed: doc_id_seed(&file_identity(t)),
             key: t.key,
             meta: t.meta.clone(),
-            dir: Arc::from(t.dir.as_str()),
             now: now_ns(),
             wait_node,
             actor_hold,
@@ -57,7 +55,7 @@ impl<'a> Router<'a> {
         let node_until = self.wait_node.filter(|_| r.ids.node_id.is_none());
         if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
             let wait = Wait { until: Instant::now() + self.actor_hold, node_until };
-            self.hold.push(r, self.key, self.meta.clone(), self.dir.clone(), wait);
+            self.hold.push(r, self.key, self.meta.clone(), wait);
             self.held_file = true;
         } else {
             self.batch.push(r, self.now, doc_id_from(self.seed, r.offset, r.message));
@@ -73,5 +71,10 @@ pub fn now_ns() -> i64 {
 /// The identity a file's document ids derive from: its inode and first-line hash,
 /// so a recycled inode gives different ids.
 pub fn file_identity(t: &mut Tailed) -> String {
-    format!("{}:{:x}", t.key.label(), t.first_line_hash())
+    identity(t.key, t.first_line_hash())
+}
+
+/// [`file_identity`] from its parts (for a file no longer open).
+pub fn identity(key: FileKey, first_line_hash: u64) -> String {
+    format!("{}:{first_line_hash:x}", key.label())
 }

@@ -27,8 +27,6 @@ pub struct Tailed {
     pub key: FileKey,
     pub path: PathBuf,
     pub meta: Arc<FileMeta>,
-    /// Label of the logs dir the file belongs to.
-    pub dir: String,
     /// The node of the logs dir, kept for a parser restarted after truncation.
     node: Option<raylog_parsers::Id>,
     file: File,
@@ -38,8 +36,6 @@ pub struct Tailed {
     pub size: u64,
     /// When bytes last arrived.
     pub last_data: Instant,
-    /// The path no longer names this file (deleted or moved out of the logs dir).
-    pub gone: bool,
     /// A flush already happened since the last data (avoid re-flushing every round).
     flushed: bool,
     /// The last read reached the end of the file.
@@ -68,33 +64,40 @@ pub struct ReadResult {
 const MIN_READ: usize = 16 << 10;
 
 impl Tailed {
-    /// Opens `path` and positions the parser at `offset` with `ctx` (from a checkpoint).
+    /// Opens `path` and positions the parser at `offset` with `ctx`. When `expect` is
+    /// given (a resume point from a checkpoint), the file's first bytes must still
+    /// match it; if not, the inode was reused by another file, which is read from its
+    /// start: the second value says so.
     pub fn open(
         path: PathBuf,
-        meta: FileMeta,
-        dir: String,
+        meta: Arc<FileMeta>,
         node: Option<raylog_parsers::Id>,
-        offset: u64,
-        ctx: raylog_parsers::parser::FileContext,
-    ) -> std::io::Result<Tailed> {
+        mut offset: u64,
+        mut ctx: raylog_parsers::parser::FileContext,
+        expect: Option<Fingerprint>,
+    ) -> std::io::Result<(Tailed, bool)> {
         let mut file = File::open(&path)?;
         let md = file.metadata()?;
         let key = FileKey::of(&md);
+        let mut replaced = false;
+        if let Some(fp) = expect {
+            if offset > md.len() || Fingerprint::read(&mut file, fp.len)? != fp {
+                (offset, ctx, replaced) = (0, Default::default(), true);
+            }
+        }
         let fingerprint = Fingerprint::read(&mut file, md.len().min(offset.max(FINGERPRINT_MAX)))?;
         let mtime = md
             .modified()
             .ok()
             .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| raylog_parsers::Timestamp(d.as_nanos() as i64));
-        let meta = Arc::new(meta);
         let mut parser = FileParser::new((*meta).clone(), node, mtime);
         parser.resume_at(offset, ctx);
         let last_time = parser.context().last_timestamp;
-        Ok(Tailed {
+        let t = Tailed {
             key,
             path,
             meta,
-            dir,
             node,
             ident: 0,
             ident_final: false,
@@ -103,12 +106,28 @@ impl Tailed {
             fingerprint,
             size: md.len(),
             last_data: Instant::now(),
-            gone: false,
             flushed: true,
             at_eof: false,
             last_time,
             read_size: MIN_READ,
-        })
+        };
+        Ok((t, replaced))
+    }
+
+    /// Sets the first-line hash known from an earlier opening of the same file.
+    pub fn set_ident(&mut self, ident: u64) {
+        (self.ident, self.ident_final) = (ident, true);
+    }
+
+    /// The first-line hash, once the first line was complete.
+    pub fn ident(&self) -> Option<u64> {
+        self.ident_final.then_some(self.ident)
+    }
+
+    /// Whether closing the file now loses nothing: no record or partial line held,
+    /// none kept back by the time limit.
+    pub fn is_clean(&self) -> bool {
+        self.parser.unemitted_offset() == self.parser.offset() && self.parser.blocked().is_none()
     }
 
     /// Where the file stands in time, for reading files in time order: the record
@@ -225,6 +244,21 @@ impl Tailed {
             }
         }
         Ok(res)
+    }
+
+    /// `--once` at the end of the file: its last record (and a last line without its
+    /// newline) goes out now, unless dated after `limit` (then later).
+    pub fn finish_within(
+        &mut self,
+        limit: Option<Timestamp>,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) -> bool {
+        self.parser.set_limit(limit);
+        let done = self.parser.finish_within(corr, opts, out);
+        self.flushed |= done;
+        done
     }
 
     /// After `idle` with no data: emit the record held open unless it is dated after

@@ -1,0 +1,262 @@
+//! The checkpoint files: reading them whole (at start), appending to the journal,
+//! and merging journal and snapshot into the next generation (see the parent module).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::{unix_now, CheckpointError, FileCheckpoint, FileKey, SavedContext, SNAPSHOT, VERSION};
+
+/// The journal is merged into a new snapshot past this size, or past half the
+/// snapshot's, whichever is larger.
+const JOURNAL_MIN_COMPACT: u64 = 1 << 20;
+
+/// Where the files on disk stand.
+#[derive(Clone, Debug, Default)]
+pub struct Saved {
+    pub generation: u64,
+    pub snapshot_bytes: u64,
+    pub snapshot_entries: u64,
+    pub journal_bytes: u64,
+    pub journal_entries: u64,
+    /// The snapshot is in the old format: rewrite it at the next save.
+    pub must_compact: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    version: u32,
+    generation: u64,
+}
+
+/// Version 1: one document.
+#[derive(Deserialize)]
+struct V1 {
+    files: Vec<FileCheckpoint>,
+}
+
+/// An empty `context` object (as version 1 wrote) is no context.
+pub fn context<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<SavedContext>>, D::Error> {
+    let c: Option<SavedContext> = Option::deserialize(d)?;
+    Ok(c.filter(|c| *c != SavedContext::default()).map(Box::new))
+}
+
+fn io(path: &Path, source: std::io::Error) -> CheckpointError {
+    CheckpointError::Io { path: path.display().to_string(), source }
+}
+
+fn journal_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("checkpoints.{generation}.journal"))
+}
+
+/// What the snapshot file is: its version and generation (`None`: no file).
+fn header(path: &Path) -> Result<Option<Header>, CheckpointError> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path, e)),
+    };
+    let mut first = String::new();
+    BufReader::new(f).read_line(&mut first).map_err(|e| io(path, e))?;
+    let corrupt = |message: String| CheckpointError::Corrupt { path: path.display().to_string(), message };
+    if let Ok(h) = serde_json::from_str::<Header>(&first) {
+        if h.version > VERSION {
+            return Err(CheckpointError::Version { path: path.display().to_string(), found: h.version });
+        }
+        return Ok(Some(h));
+    }
+    // Version 1 is one document over many lines: read it whole.
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    match v.get("version").and_then(|v| v.as_u64()) {
+        Some(1) => Ok(Some(Header { version: 1, generation: 0 })),
+        Some(found) => Err(CheckpointError::Version { path: path.display().to_string(), found: found as u32 }),
+        None => Err(corrupt("no version".into())),
+    }
+}
+
+/// Counts lines without parsing them.
+fn line_count(path: &Path) -> u64 {
+    std::fs::read(path).map_or(0, |b| memchr::memchr_iter(b'\n', &b).count() as u64)
+}
+
+/// Where the checkpoint files in `dir` stand (creating `dir` if needed).
+pub fn state(dir: &Path) -> Result<Saved, CheckpointError> {
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let snap = dir.join(SNAPSHOT);
+    let h = header(&snap)?.unwrap_or(Header { version: VERSION, generation: 0 });
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let journal = journal_path(dir, h.generation);
+    Ok(Saved {
+        generation: h.generation,
+        snapshot_bytes: size(&snap),
+        snapshot_entries: line_count(&snap).saturating_sub(1),
+        journal_bytes: size(&journal),
+        journal_entries: line_count(&journal),
+        must_compact: h.version < VERSION,
+    })
+}
+
+/// Every checkpoint in `dir`: the snapshot, then its journal on top.
+pub fn load(dir: &Path) -> Result<HashMap<FileKey, FileCheckpoint>, CheckpointError> {
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let mut files = HashMap::new();
+    let snap = dir.join(SNAPSHOT);
+    // No snapshot yet: generation 0, whose journal may hold the first saves.
+    let h = match header(&snap)? {
+        Some(h) => {
+            each_snapshot_entry(&snap, h.version, &mut |cp| {
+                files.insert(cp.key, cp);
+            })?;
+            h
+        }
+        None => Header { version: VERSION, generation: 0 },
+    };
+    for cp in read_journal(&journal_path(dir, h.generation))? {
+        files.insert(cp.key, cp);
+    }
+    Ok(files)
+}
+
+/// Calls `f` for each entry of the snapshot at `path`, streaming it (version 2).
+fn each_snapshot_entry(path: &Path, version: u32, f: &mut dyn FnMut(FileCheckpoint)) -> Result<(), CheckpointError> {
+    let corrupt = |message: String| CheckpointError::Corrupt { path: path.display().to_string(), message };
+    if version < 2 {
+        let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+        let v1: V1 = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        v1.files.into_iter().for_each(f);
+        return Ok(());
+    }
+    let r = BufReader::new(File::open(path).map_err(|e| io(path, e))?);
+    for (i, line) in r.lines().enumerate().skip(1) {
+        let line = line.map_err(|e| io(path, e))?;
+        if line.is_empty() {
+            continue;
+        }
+        f(serde_json::from_str(&line).map_err(|e| corrupt(format!("line {}: {e}", i + 1)))?);
+    }
+    Ok(())
+}
+
+/// The journal's entries in order. A line that does not parse is the torn end of a
+/// save a crash cut short: that save never completed, so it is left out.
+fn read_journal(path: &Path) -> Result<Vec<FileCheckpoint>, CheckpointError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(io(path, e)),
+    };
+    Ok(bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect())
+}
+
+/// One save: the changed entries and where the files stand.
+pub struct SaveBatch {
+    dir: PathBuf,
+    state: Saved,
+    entries: Vec<FileCheckpoint>,
+    forget_after_secs: u64,
+}
+
+impl SaveBatch {
+    pub fn new(dir: PathBuf, state: Saved, entries: Vec<FileCheckpoint>, forget_after_secs: u64) -> SaveBatch {
+        SaveBatch { dir, state, entries, forget_after_secs }
+    }
+
+    /// Appends the entries to the journal (fsynced), then merges journal and
+    /// snapshot when the journal has grown enough. On failure, returns the entries
+    /// that were not saved, to be tried again.
+    #[allow(clippy::result_large_err)]
+    pub fn write(self) -> Result<Saved, (CheckpointError, Vec<FileCheckpoint>)> {
+        let SaveBatch { dir, mut state, entries, forget_after_secs } = self;
+        if !entries.is_empty() {
+            match append(&journal_path(&dir, state.generation), &entries) {
+                Ok(n) => {
+                    state.journal_bytes += n;
+                    state.journal_entries += entries.len() as u64;
+                }
+                Err(e) => return Err((e, entries)),
+            }
+        }
+        if state.must_compact || state.journal_bytes > JOURNAL_MIN_COMPACT.max(state.snapshot_bytes / 2) {
+            // The entries are in the journal already: a failed merge loses nothing.
+            compact(&dir, &state, forget_after_secs).map(Ok).unwrap_or_else(|e| Err((e, vec![])))
+        } else {
+            Ok(state)
+        }
+    }
+}
+
+/// Appends one line per entry to `path` and fsyncs it. Returns the bytes written.
+fn append(path: &Path, entries: &[FileCheckpoint]) -> Result<u64, CheckpointError> {
+    use std::os::unix::fs::FileExt;
+    let mut body = Vec::with_capacity(entries.len() * 160);
+    let mut f = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path).map_err(|e| io(path, e))?;
+    let len = f.metadata().map_err(|e| io(path, e))?.len();
+    let mut last = [0u8];
+    if len > 0 && f.read_at(&mut last, len - 1).map_err(|e| io(path, e))? == 1 && last[0] != b'\n' {
+        // A save cut short by a crash: end its torn line so the next one stands alone.
+        body.push(b'\n');
+    }
+    for cp in entries {
+        serde_json::to_writer(&mut body, cp).map_err(|e| io(path, std::io::Error::other(e)))?;
+        body.push(b'\n');
+    }
+    f.write_all(&body).and_then(|_| f.sync_data()).map_err(|e| io(path, e))?;
+    Ok(body.len() as u64)
+}
+
+/// Merges the snapshot and its journal into the next generation's snapshot.
+fn compact(dir: &Path, state: &Saved, forget_after_secs: u64) -> Result<Saved, CheckpointError> {
+    let snap = dir.join(SNAPSHOT);
+    let old_journal = journal_path(dir, state.generation);
+    let mut changed: HashMap<FileKey, FileCheckpoint> =
+        read_journal(&old_journal)?.into_iter().map(|cp| (cp.key, cp)).collect();
+    let generation = state.generation + 1;
+    let tmp = dir.join(format!("{SNAPSHOT}.tmp"));
+    let mut out = BufWriter::new(File::create(&tmp).map_err(|e| io(&tmp, e))?);
+    let head = Header { version: VERSION, generation };
+    let now = unix_now();
+    let forgotten = |cp: &FileCheckpoint| cp.gone_since != 0 && now.saturating_sub(cp.gone_since) > forget_after_secs;
+    let mut entries = 0u64;
+    let mut werr = None;
+    let mut put = |out: &mut BufWriter<File>, cp: &FileCheckpoint| {
+        if forgotten(cp) || werr.is_some() {
+            return;
+        }
+        entries += 1;
+        if let Err(e) =
+            serde_json::to_writer(&mut *out, cp).map_err(std::io::Error::other).and_then(|_| out.write_all(b"\n"))
+        {
+            werr = Some(e);
+        }
+    };
+    serde_json::to_writer(&mut out, &head).map_err(|e| io(&tmp, std::io::Error::other(e)))?;
+    out.write_all(b"\n").map_err(|e| io(&tmp, e))?;
+    if let Some(h) = header(&snap)? {
+        each_snapshot_entry(&snap, h.version, &mut |cp| {
+            let cp = changed.remove(&cp.key).unwrap_or(cp);
+            put(&mut out, &cp);
+        })?;
+    }
+    let mut rest: Vec<FileCheckpoint> = changed.into_values().collect();
+    rest.sort_by_key(|c| c.key);
+    for cp in &rest {
+        put(&mut out, cp);
+    }
+    if let Some(e) = werr {
+        return Err(io(&tmp, e));
+    }
+    let f = out.into_inner().map_err(|e| io(&tmp, e.into_error()))?;
+    f.sync_all().map_err(|e| io(&tmp, e))?;
+    let snapshot_bytes = f.metadata().map_err(|e| io(&tmp, e))?.len();
+    std::fs::rename(&tmp, &snap).map_err(|e| io(&snap, e))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    // The new snapshot holds everything: older journals are garbage now.
+    let _ = std::fs::remove_file(&old_journal);
+    Ok(Saved { generation, snapshot_bytes, snapshot_entries: entries, ..Saved::default() })
+}

@@ -1,0 +1,338 @@
+//! Reading: the round over the files that changed, in time order, and the
+//! descriptors it needs.
+//!
+//! A file is opened when it has something to read. At the `max_open_files` cap the
+//! least recently active open file with nothing held (no pending record, partial
+//! line or record kept back by the time limit, no held actor output) is closed
+//! first; if every open file holds something, the rest wait for the next round, when
+//! idle flushes will have freed some. `EMFILE` is answered the same way, never by
+//! retrying at once. Closing keeps where reading resumes and the parser context
+//! there, so a reopened file continues exactly, even if it was renamed meanwhile.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use raylog_parsers::{classify, Timestamp};
+
+use super::route::Router;
+use super::tail::Tailed;
+use super::{Source, MERGE_SLACK, RAYLET_NODE_SCAN, READ_BUDGET};
+use crate::agent::checkpoint::{FileKey, SavedContext};
+
+/// How an attempt to open a file went.
+enum Opened {
+    Yes,
+    /// Not now (at the cap, out of descriptors): it stays ready.
+    Later,
+    /// Cannot be opened (gone, unreadable).
+    Never,
+}
+
+impl Source {
+    /// Reads the files with something to read, oldest next record first, up to
+    /// [`MERGE_SLACK`] past the oldest (see the module docs). True when it made
+    /// progress: bytes read, a file learned when its next record is, or finished.
+    pub(super) fn read_round(&mut self) -> bool {
+        let mut order: Vec<(i64, FileKey)> = Vec::with_capacity(self.table.ready.len());
+        let mut idle = vec![];
+        for &key in &self.table.ready {
+            let Some(t) = self.table.get(&key) else { continue };
+            if t.has_work() || t.gone {
+                order.push((t.head(), key));
+            } else {
+                idle.push(key);
+            }
+        }
+        for key in idle {
+            self.table.ready.remove(&key);
+        }
+        order.sort_unstable();
+        let limit = merge_limit(order.first().map(|o| o.0));
+        let (mut total, mut progress) = (0, false);
+        for (head, key) in order {
+            if limit.is_some_and(|l| head > l.0) {
+                break;
+            }
+            match self.ensure_open(key) {
+                Opened::Yes => {}
+                Opened::Later => continue,
+                Opened::Never => {
+                    progress = true;
+                    continue;
+                }
+            }
+            let (bytes, blocked_at, done) = self.read_file(key, limit);
+            total += bytes;
+            progress |= bytes > 0 || done || blocked_at.is_some_and(|b| b.0 != head);
+            // Cut as soon as the batch is full, not at the end of the round: one
+            // round can read megabytes, and batches must stay within max_bytes.
+            self.cut(false);
+            // Likewise the hold: a backlog read at full speed fills it fast.
+            if self.hold.is_full() {
+                self.release_held(false);
+            }
+        }
+        self.metrics.bytes_read.fetch_add(total, Relaxed);
+        progress
+    }
+
+    /// Opens file `key` if it is not open, closing another at the cap.
+    fn ensure_open(&mut self, key: FileKey) -> Opened {
+        let Some(t) = self.table.get(&key) else { return Opened::Never };
+        if t.open.is_some() {
+            return Opened::Yes;
+        }
+        if self.table.open_count() >= self.max_open && !self.evict(key) {
+            return Opened::Later;
+        }
+        match self.open(key) {
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) => {
+                // Out of descriptors: give one back, try again next round.
+                self.evict(key);
+                if !self.emfile_logged {
+                    self.emfile_logged = true;
+                    tracing::warn!(open = self.table.open_count(), max_open_files = self.max_open, "out of file descriptors; closing idle files (lower source.max_open_files or raise the open-files limit)");
+                }
+                Opened::Later
+            }
+            Err(e) => {
+                let Some(t) = self.table.get(&key) else { return Opened::Never };
+                let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    self.gone(key, false);
+                    self.next_rescan = Instant::now();
+                    self.table.ready.remove(&key);
+                } else {
+                    if self.failed_paths.insert(path.clone()) {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot open; will retry when it changes");
+                    }
+                    self.metrics.read_errors.fetch_add(1, Relaxed);
+                    self.table.ready.remove(&key);
+                }
+                Opened::Never
+            }
+            Ok(()) => Opened::Yes,
+        }
+    }
+
+    /// Opens file `key` at its resume point.
+    fn open(&mut self, key: FileKey) -> std::io::Result<()> {
+        let t = self.table.get(&key).expect("checked by the caller");
+        let d = &self.dirs[t.dir as usize];
+        let path = d.root.join(&*t.rel);
+        let meta = Arc::new(classify(&t.rel, d.session.as_deref()));
+        let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time);
+        let expect = t.unverified.then_some(t.fingerprint);
+        let (mut tailed, replaced) = Tailed::open(path, meta.clone(), d.node, t.resume, ctx, expect)?;
+        if replaced && expect != Some(super::files::READ_WHOLE) {
+            tracing::info!(path = %tailed.path.display(), "file replaced since the checkpoint (inode reused); reading it from the start");
+        }
+        if let Some(ident) = t.ident.filter(|_| !replaced) {
+            tailed.set_ident(ident);
+        }
+        if tailed.parser.context().last_timestamp.is_none() && tailed.parser.offset() < crate::scan::TIME_HINT_WINDOW {
+            tailed.parser.set_time_hint(self.time_hint(&tailed));
+        }
+        let t = self.table.get_mut(&key).expect("checked by the caller");
+        (t.unverified, t.fingerprint, t.size) = (false, tailed.fingerprint, tailed.size);
+        self.table.set_open(key, Some(Box::new(tailed)));
+        Ok(())
+    }
+
+    /// The time of a worker file's first timed line (see `scan::Prescanned`).
+    fn time_hint(&mut self, t: &Tailed) -> Option<Timestamp> {
+        if t.meta.component != "worker" {
+            return None;
+        }
+        use std::io::Read;
+        let f = std::fs::File::open(&t.path).ok()?;
+        let mut found = crate::scan::Prescanned::default();
+        let mut corr = raylog_parsers::Correlator::with_zone(self.cfg.source.parse.zone.clone());
+        let _ = crate::scan::for_each_line_chunk(f.take(crate::scan::TIME_HINT_WINDOW), |c| {
+            crate::scan::prescan_bytes(&t.meta, c, &mut corr, &mut found)
+        });
+        found.time_hint
+    }
+
+    /// Closes the least recently active open file that holds nothing (not `keep`).
+    /// False when there is none.
+    fn evict(&mut self, keep: FileKey) -> bool {
+        let victim = self
+            .table
+            .open_keys()
+            .into_iter()
+            .filter(|k| *k != keep && !self.hold.holds_file(k))
+            .filter_map(|k| {
+                let t = self.table.get(&k)?;
+                t.open.as_ref().filter(|o| o.is_clean()).map(|_| (t.active, k))
+            })
+            .min();
+        match victim {
+            Some((_, k)) => {
+                self.close(k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Closes file `key`'s descriptor, keeping where reading resumes.
+    pub(super) fn close(&mut self, key: FileKey) {
+        let Some(open) = self.table.set_open(key, None) else { return };
+        let Some(t) = self.table.get_mut(&key) else { return };
+        let ctx = open.parser.context();
+        t.resume = open.parser.unemitted_offset();
+        t.context = SavedContext::from_parser(ctx);
+        t.last_time = ctx.last_timestamp.map(|t| t.0);
+        (t.fingerprint, t.size) = (open.fingerprint, open.size);
+        t.ident = open.ident().or(t.ident);
+    }
+
+    /// Reads one file under `limit`. Returns the bytes read, the time of the record
+    /// the limit stopped it at, and whether it was finished (and forgotten).
+    fn read_file(&mut self, key: FileKey, limit: Option<Timestamp>) -> (u64, Option<Timestamp>, bool) {
+        let wait_node = self.waits_for_node(key);
+        let Some(t) = self.table.get_mut(&key) else { return (0, None, false) };
+        let gone = t.gone;
+        let Some(open) = t.open.as_mut() else { return (0, None, false) };
+        let before = *open.parser.stats();
+        let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
+        let opts = &self.cfg.source.parse;
+        let res = open.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, opts, &mut |r| router.route(r));
+        if res.as_ref().is_ok_and(|r| r.at_eof && !r.blocked) && self.once {
+            // `--once`: the file is complete; its last record goes out now, within
+            // the time limit.
+            open.finish_within(limit, &mut self.corr, opts, &mut |r| router.route(r));
+        }
+        let after = *open.parser.stats();
+        let m = &self.metrics;
+        m.lines_read.fetch_add(after.lines.saturating_sub(before.lines), Relaxed);
+        m.records_read.fetch_add(after.records.saturating_sub(before.records), Relaxed);
+        m.invalid_utf8.fetch_add(after.invalid_utf8.saturating_sub(before.invalid_utf8), Relaxed);
+        m.truncated_lines.fetch_add(after.truncated_lines.saturating_sub(before.truncated_lines), Relaxed);
+        let path = open.path.clone();
+        let r = match res {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), offset = open.parser.offset(), error = %e, "read failed; closing the file");
+                m.read_errors.fetch_add(1, Relaxed);
+                self.close(key);
+                self.table.ready.remove(&key);
+                return (0, None, false);
+            }
+        };
+        let (blocked, clean) = (open.parser.blocked(), open.is_clean());
+        let raylet_unknown = open.meta.component == "raylet" && open.node_unknown() && r.bytes > 0;
+        let near_start = open.parser.offset().saturating_sub(r.bytes) < RAYLET_NODE_SCAN;
+        if r.bytes > 0 || r.truncated {
+            self.dirty.insert(key);
+            t.active = Instant::now();
+        }
+        if r.truncated {
+            tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
+        }
+        if raylet_unknown && near_start {
+            // A new session's raylet has started writing: look for its node id.
+            self.learn_node(key, &path);
+        }
+        if r.at_eof && gone && (clean || self.once) {
+            self.finish_and_forget(key);
+            return (r.bytes, None, true);
+        }
+        if r.at_eof && blocked.is_none() {
+            self.table.ready.remove(&key);
+        }
+        (r.bytes, blocked, false)
+    }
+
+    /// A vanished file read to its end: emit what it held and stop following it.
+    fn finish_and_forget(&mut self, key: FileKey) {
+        let wait_node = self.waits_for_node(key);
+        let Some(t) = self.table.get_mut(&key) else { return };
+        if let Some(open) = t.open.as_mut() {
+            let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
+            open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
+        }
+        self.forget(key);
+    }
+
+    /// Reads raylet's first MiB for the node id of its logs dir.
+    fn learn_node(&mut self, key: FileKey, raylet: &std::path::Path) {
+        use std::io::Read;
+        let mut head = Vec::new();
+        if let Ok(f) = std::fs::File::open(raylet) {
+            let _ = f.take(RAYLET_NODE_SCAN).read_to_end(&mut head);
+        }
+        let Some(n) = raylog_parsers::correlate::node_id_from_raylet(&head) else { return };
+        let Some(dir) = self.table.get(&key).map(|t| t.dir) else { return };
+        self.dirs[dir as usize].node = Some(n);
+        for k in self.table.open_keys() {
+            if let Some(open) = self.table.get_mut(&k).filter(|t| t.dir == dir).and_then(|t| t.open.as_mut()) {
+                if open.node_unknown() {
+                    open.set_node(Some(n));
+                }
+            }
+        }
+    }
+
+    /// Emits the open record of every open file quiet for `idle_flush` (unless it
+    /// is dated past what the files still being read have reached), and partial last
+    /// lines quiet for `partial_line_timeout`.
+    pub(super) fn flush_idle(&mut self) {
+        let now = Instant::now();
+        let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
+        let oldest =
+            self.table.ready.iter().filter_map(|k| self.table.get(k)).filter(|t| t.has_work()).map(|t| t.head()).min();
+        let limit = merge_limit(oldest);
+        for key in self.table.open_keys() {
+            let wait_node = self.waits_for_node(key);
+            let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
+            let before = open.parser.unemitted_offset();
+            let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
+            let opts = &self.cfg.source.parse;
+            open.flush_if_idle(now, idle, partial, limit, &mut self.corr, opts, &mut |r| router.route(r));
+            if open.parser.unemitted_offset() != before {
+                self.dirty.insert(key);
+            }
+            if open.parser.blocked().is_some() {
+                self.table.ready.insert(key);
+            }
+        }
+    }
+
+    /// Closes open files that have been idle for `close_inactive` and hold nothing.
+    pub(super) fn close_inactive(&mut self) {
+        let after = self.cfg.source.close_inactive;
+        let idle: Vec<FileKey> = self
+            .table
+            .open_keys()
+            .into_iter()
+            .filter(|k| !self.table.ready.contains(k) && !self.hold.holds_file(k))
+            .filter(|k| {
+                self.table
+                    .get(k)
+                    .is_some_and(|t| t.active.elapsed() >= after && t.open.as_ref().is_some_and(|o| o.is_clean()))
+            })
+            .collect();
+        for key in idle {
+            self.close(key);
+        }
+    }
+
+    /// `--once`: every file is complete; emit the last lines and held records.
+    pub(super) fn finish_all(&mut self) {
+        for key in self.table.open_keys() {
+            let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
+            let mut router = Router::new(&mut self.batch, &mut self.hold, open, None, self.cfg.source.actor_hold);
+            open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
+            self.dirty.insert(key);
+        }
+        self.release_held(true);
+    }
+}
+
+/// The time limit of a round whose oldest pending record is at `oldest`.
+fn merge_limit(oldest: Option<i64>) -> Option<Timestamp> {
+    Some(Timestamp(oldest?.saturating_add(MERGE_SLACK.as_nanos() as i64)))
+}

@@ -1,0 +1,184 @@
+//! The file table: every file the agent tracks, open or not.
+//!
+//! A long-lived node has 100,000 finished worker files and a few hundred being
+//! written, so the table keeps little per file ([`Tracked`]: identity, where reading
+//! resumes, the context there) and a descriptor for at most `max_open_files` of them
+//! ([`Tailed`]). Files are found by `(device, inode)`, and by a hash of their path for
+//! inotify's events. Work follows change: a file is looked at when it is in the
+//! `ready` set (inotify said it changed, a stat poll saw it grow, it has more to read),
+//! and the stat poll sweeps the table a slice at a time.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::tail::Tailed;
+use crate::agent::checkpoint::{FileKey, Fingerprint, SavedContext};
+
+/// One tracked file.
+pub struct Tracked {
+    pub key: FileKey,
+    /// Index of its logs dir in the source's dir list.
+    pub dir: u32,
+    /// Path inside the logs dir (`events/event_GCS.log`).
+    pub rel: Box<str>,
+    /// Size at the last stat.
+    pub size: u64,
+    /// Fingerprint of the file's start, as last known.
+    pub fingerprint: Fingerprint,
+    /// Where reading resumes when the file is opened: the first byte not yet
+    /// emitted, the parser context there, and the last time a record there had.
+    pub resume: u64,
+    pub context: Option<Box<SavedContext>>,
+    pub last_time: Option<i64>,
+    /// The resume point came from a checkpoint and has not been checked against the
+    /// file's fingerprint yet (done when it is first opened).
+    pub unverified: bool,
+    /// Hash of the first line, once known (document ids derive from it).
+    pub ident: Option<u64>,
+    /// When data last arrived, or the file was last found changed.
+    pub active: Instant,
+    /// The path no longer names this file (deleted or moved out of the logs dir).
+    pub gone: bool,
+    pub open: Option<Box<Tailed>>,
+}
+
+impl Tracked {
+    /// Bytes not yet read (for a closed file: since its resume point).
+    pub fn behind(&self) -> u64 {
+        match &self.open {
+            Some(t) => t.behind(),
+            None => self.size.saturating_sub(self.resume),
+        }
+    }
+
+    /// Whether reading may emit something: bytes not read yet, or a record the time
+    /// limit kept back.
+    pub fn has_work(&self) -> bool {
+        match &self.open {
+            Some(t) => t.has_work() || t.size < t.parser.offset(),
+            None => self.size != self.resume,
+        }
+    }
+
+    /// Where the file stands in time, for reading files in time order (see
+    /// `Tailed::head`).
+    pub fn head(&self) -> i64 {
+        match &self.open {
+            Some(t) => t.head(),
+            None => self.last_time.unwrap_or(i64::MIN),
+        }
+    }
+}
+
+/// All tracked files.
+#[derive(Default)]
+pub struct Table {
+    files: HashMap<FileKey, Tracked>,
+    /// Path hash → files with that hash (almost always one).
+    by_path: HashMap<u64, Vec<FileKey>>,
+    /// Files to look at in the next round.
+    pub ready: HashSet<FileKey>,
+    /// The files with a descriptor.
+    open: HashSet<FileKey>,
+    hasher: std::hash::RandomState,
+    /// The stat poll's pass over the table, and how far it got.
+    sweep: Vec<FileKey>,
+}
+
+impl Table {
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn get(&self, key: &FileKey) -> Option<&Tracked> {
+        self.files.get(key)
+    }
+
+    pub fn get_mut(&mut self, key: &FileKey) -> Option<&mut Tracked> {
+        self.files.get_mut(key)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Tracked> {
+        self.files.values()
+    }
+
+    fn path_hash(&self, path: &Path) -> u64 {
+        self.hasher.hash_one(path)
+    }
+
+    /// The file `path` names, as far as the table knows.
+    pub fn by_path(&self, path: &Path, full: impl Fn(&Tracked) -> PathBuf) -> Option<FileKey> {
+        let keys = self.by_path.get(&self.path_hash(path))?;
+        keys.iter().copied().find(|k| self.files.get(k).is_some_and(|t| full(t) == path))
+    }
+
+    /// Adds a file (`path` is where it is now).
+    pub fn insert(&mut self, t: Tracked, path: &Path) {
+        let h = self.path_hash(path);
+        self.by_path.entry(h).or_default().push(t.key);
+        if t.open.is_some() {
+            self.open.insert(t.key);
+        }
+        self.files.insert(t.key, t);
+    }
+
+    /// Records that `key` is now at `path` (renamed), its old path being `old`.
+    pub fn moved(&mut self, key: FileKey, old: &Path, path: &Path, rel: Box<str>) {
+        self.unindex(key, old);
+        let h = self.path_hash(path);
+        self.by_path.entry(h).or_default().push(key);
+        if let Some(t) = self.files.get_mut(&key) {
+            t.rel = rel;
+        }
+    }
+
+    fn unindex(&mut self, key: FileKey, path: &Path) {
+        let h = self.path_hash(path);
+        if let Some(keys) = self.by_path.get_mut(&h) {
+            keys.retain(|k| *k != key);
+            if keys.is_empty() {
+                self.by_path.remove(&h);
+            }
+        }
+    }
+
+    /// Forgets a file (at `path`).
+    pub fn remove(&mut self, key: FileKey, path: &Path) -> Option<Tracked> {
+        self.unindex(key, path);
+        self.ready.remove(&key);
+        self.open.remove(&key);
+        self.files.remove(&key)
+    }
+
+    /// Gives `key` its open state (or takes it away with `None`), keeping the count.
+    pub fn set_open(&mut self, key: FileKey, open: Option<Box<Tailed>>) -> Option<Box<Tailed>> {
+        let t = self.files.get_mut(&key)?;
+        let was = std::mem::replace(&mut t.open, open);
+        if t.open.is_some() {
+            self.open.insert(key);
+        } else {
+            self.open.remove(&key);
+        }
+        was
+    }
+
+    /// The open files.
+    pub fn open_keys(&self) -> Vec<FileKey> {
+        self.open.iter().copied().collect()
+    }
+
+    /// The next `n` files of the stat poll's sweep over the table.
+    pub fn sweep(&mut self, n: usize) -> Vec<FileKey> {
+        if self.sweep.is_empty() {
+            self.sweep = self.files.keys().copied().collect();
+        }
+        let at = self.sweep.len().saturating_sub(n);
+        self.sweep.split_off(at)
+    }
+}

@@ -1,0 +1,107 @@
+//! Wake: what inotify says changed, handed to the reader as a coalescing signal.
+//!
+//! The watcher's callback runs on notify's thread; the reader waits here between
+//! rounds. Paths are collected in a set (a file written a thousand times between two
+//! rounds is one entry), bounded: past [`MAX_PATHS`] the set is dropped and the
+//! reader told to look at everything instead, so a flood of events during a sink
+//! outage costs a fixed amount of memory. The same happens when inotify itself
+//! overflowed.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// Changed paths kept between two rounds; past it, everything is looked at.
+pub const MAX_PATHS: usize = 8192;
+
+/// What changed since the last [`Wake::wait`].
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub paths: Vec<PathBuf>,
+    /// Too much to list (or inotify lost events): look at every file and dir.
+    pub everything: bool,
+}
+
+#[derive(Default)]
+struct State {
+    paths: HashSet<PathBuf>,
+    everything: bool,
+    woken: bool,
+}
+
+/// The signal between the watcher and the reader.
+#[derive(Default)]
+pub struct Wake {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Wake {
+    /// Records changed paths and wakes the reader.
+    pub fn paths(&self, paths: impl IntoIterator<Item = PathBuf>) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for p in paths {
+            if s.everything {
+                break;
+            }
+            s.paths.insert(p);
+            if s.paths.len() > MAX_PATHS {
+                s.paths = HashSet::new();
+                s.everything = true;
+            }
+        }
+        s.woken = true;
+        self.cv.notify_one();
+    }
+
+    /// Tells the reader to look at everything (inotify overflowed or failed).
+    pub fn everything(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.paths = HashSet::new();
+        s.everything = true;
+        s.woken = true;
+        self.cv.notify_one();
+    }
+
+    /// Waits up to `timeout` for a change (returns at once if one is pending), and
+    /// takes what changed.
+    pub fn wait(&self, timeout: Duration) -> Changes {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut s, _) = self.cv.wait_timeout_while(s, timeout, |s| !s.woken).unwrap_or_else(|e| e.into_inner());
+        self.take_locked(&mut s)
+    }
+
+    /// Takes what changed without waiting.
+    pub fn take(&self) -> Changes {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.take_locked(&mut s)
+    }
+
+    fn take_locked(&self, s: &mut State) -> Changes {
+        s.woken = false;
+        Changes {
+            paths: std::mem::take(&mut s.paths).into_iter().collect(),
+            everything: std::mem::take(&mut s.everything),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_paths_coalesce_and_a_flood_becomes_one_flag() {
+        let w = Wake::default();
+        w.paths((0..1000).map(|_| PathBuf::from("/tmp/ray/x.log")));
+        let c = w.wait(Duration::from_secs(5));
+        assert_eq!((c.paths.len(), c.everything), (1, false));
+        w.paths((0..MAX_PATHS + 10).map(|i| PathBuf::from(format!("/f{i}"))));
+        let c = w.take();
+        assert!(c.everything && c.paths.is_empty(), "bounded: {} paths kept", c.paths.len());
+        let start = std::time::Instant::now();
+        let c = w.wait(Duration::from_millis(50));
+        assert!(c.paths.is_empty() && !c.everything && start.elapsed() >= Duration::from_millis(50));
+    }
+}
