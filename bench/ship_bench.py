@@ -24,6 +24,10 @@
       dead-lettered records, CPU seconds, peak RSS and wall time. --rate-limit sets
       the sink's max_bytes_per_second (default: the sink's own, 3 MiB/s; 0: unpaced).
 
+  ship_bench.py manyfiles --files 100000 [--nofile 1024] [--sessions 1]
+  ship_bench.py soak --minutes 60 [--rate 2000]
+      A node that ran for weeks (see bench/manyfiles.py).
+
 Run `cargo build --release` first. Standard library only.
 """
 import argparse, json, os, signal, socket, subprocess, sys, tempfile, time, urllib.parse, urllib.request
@@ -284,8 +288,11 @@ def main():
     r = sp.add_parser("real-loki")
     r.add_argument("--size-mb", type=int, default=256)
     r.add_argument("--rate-limit", type=int, default=-1)
+    import manyfiles
+    modes = {"throughput": throughput, "live": live, "outage": outage, "real-loki": real_loki}
+    modes.update(manyfiles.add_parsers(sp))
     a = ap.parse_args()
-    {"throughput": throughput, "live": live, "outage": outage, "real-loki": real_loki}[a.cmd](a)
+    modes[a.cmd](a)
 
 
 if __name__ == "__main__":

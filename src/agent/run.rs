@@ -141,6 +141,10 @@ fn watch_paths(cfg: &Config, wake: Arc<Wake>) -> Option<notify::RecommendedWatch
     use notify::Watcher;
     let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
         Ok(e) if e.need_rescan() => wake.everything(),
+        // inotify also reports opens, reads and closes, among them the agent's own
+        // (a listing opens the dir, which would ask for another listing): only
+        // writes, creations, renames and deletions say something changed.
+        Ok(e) if e.kind.is_access() => {}
         Ok(e) => wake.paths(e.paths),
         Err(_) => wake.everything(),
     })

@@ -190,6 +190,7 @@ impl Source {
             context: None,
             last_time: None,
             unverified: false,
+            head: i64::MIN,
             ident: None,
             active: Instant::now(),
             gone: false,
@@ -198,6 +199,7 @@ impl Source {
         if let Some(cp) = self.resume.remove(&key) {
             (t.resume, t.context, t.last_time, t.fingerprint, t.unverified) =
                 (cp.offset, cp.context, cp.last_time_ns, cp.fingerprint, true);
+            t.head = t.last_time.unwrap_or(i64::MIN);
             return t;
         }
         if self.cfg.source.start_at == StartAt::End && self.first_scan && self.first_start {

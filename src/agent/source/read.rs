@@ -155,21 +155,28 @@ impl Source {
         found.time_hint
     }
 
-    /// Closes the least recently active open file that holds nothing (not `keep`).
-    /// False when there is none.
+    /// Closes an open file other than `keep` to make room: the least recently active
+    /// of those that hold nothing, else of all. A file closed while it holds a record
+    /// (open, or kept back by the time limit) or a partial line is read again from
+    /// where that starts when it is reopened: nothing is lost, a few bytes are read
+    /// twice. (Waiting for such files instead would deadlock a catch-up of more files
+    /// than the cap: each is held at its first record until the others get there.)
+    /// False when no other file is open.
     fn evict(&mut self, keep: FileKey) -> bool {
         let victim = self
             .table
             .open_keys()
             .into_iter()
-            .filter(|k| *k != keep && !self.hold.holds_file(k))
+            .filter(|k| *k != keep)
             .filter_map(|k| {
-                let t = self.table.get(&k)?;
-                t.open.as_ref().filter(|o| o.is_clean()).map(|_| (t.active, k))
+                // A deleted file is read only through its descriptor: never closed.
+                let t = self.table.get(&k).filter(|t| !t.gone)?;
+                let busy = !t.open.as_ref().is_some_and(|o| o.is_clean()) || self.hold.holds_file(&k);
+                Some((busy, t.active, k))
             })
             .min();
         match victim {
-            Some((_, k)) => {
+            Some((_, _, k)) => {
                 self.close(k);
                 true
             }
@@ -185,8 +192,13 @@ impl Source {
         t.resume = open.parser.unemitted_offset();
         t.context = SavedContext::from_parser(ctx);
         t.last_time = ctx.last_timestamp.map(|t| t.0);
+        t.head = open.head();
         (t.fingerprint, t.size) = (open.fingerprint, open.size);
         t.ident = open.ident().or(t.ident);
+        if t.has_work() {
+            // Closed holding a record or a partial line: read it again from there.
+            self.table.ready.insert(key);
+        }
     }
 
     /// Reads one file under `limit`. Returns the bytes read, the time of the record
@@ -200,10 +212,17 @@ impl Source {
         let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
         let opts = &self.cfg.source.parse;
         let res = open.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, opts, &mut |r| router.route(r));
-        if res.as_ref().is_ok_and(|r| r.at_eof && !r.blocked) && self.once {
-            // `--once`: the file is complete; its last record goes out now, within
-            // the time limit.
-            open.finish_within(limit, &mut self.corr, opts, &mut |r| router.route(r));
+        if res.as_ref().is_ok_and(|r| r.at_eof && !r.blocked) {
+            // At the end of a file nobody wrote to for a while (a finished worker's,
+            // found by a catch-up), or of any file with `--once`: its last record is
+            // complete, so it goes out now (within the time limit) and the file holds
+            // nothing: it can be closed at once to make room for the next.
+            let quiet = open.quiet_for();
+            if self.once || quiet >= self.cfg.source.partial_line_timeout {
+                open.finish_within(limit, &mut self.corr, opts, &mut |r| router.route(r));
+            } else if quiet >= self.cfg.source.idle_flush {
+                open.flush_within(limit, &mut self.corr, opts, &mut |r| router.route(r));
+            }
         }
         let after = *open.parser.stats();
         let m = &self.metrics;

@@ -35,6 +35,9 @@ pub struct Tracked {
     /// The resume point came from a checkpoint and has not been checked against the
     /// file's fingerprint yet (done when it is first opened).
     pub unverified: bool,
+    /// Where the file stands in time while closed: the record it stopped at, else
+    /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
+    pub head: i64,
     /// Hash of the first line, once known (document ids derive from it).
     pub ident: Option<u64>,
     /// When data last arrived, or the file was last found changed.
@@ -67,7 +70,7 @@ impl Tracked {
     pub fn head(&self) -> i64 {
         match &self.open {
             Some(t) => t.head(),
-            None => self.last_time.unwrap_or(i64::MIN),
+            None => self.head,
         }
     }
 }

@@ -32,8 +32,9 @@ pub struct Tailed {
     file: File,
     pub parser: FileParser,
     pub fingerprint: Fingerprint,
-    /// Size at the last stat.
+    /// Size and modification time at the last stat.
     pub size: u64,
+    mtime: Option<std::time::SystemTime>,
     /// When bytes last arrived.
     pub last_data: Instant,
     /// A flush already happened since the last data (avoid re-flushing every round).
@@ -105,6 +106,7 @@ impl Tailed {
             parser,
             fingerprint,
             size: md.len(),
+            mtime: md.modified().ok(),
             last_data: Instant::now(),
             flushed: true,
             at_eof: false,
@@ -145,8 +147,14 @@ impl Tailed {
 
     /// Refreshes the size; false when the file cannot be stat'ed.
     pub fn stat(&mut self) -> std::io::Result<()> {
-        self.size = self.file.metadata()?.len();
+        let md = self.file.metadata()?;
+        (self.size, self.mtime) = (md.len(), md.modified().ok());
         Ok(())
+    }
+
+    /// How long the file has not been written to, as of the last stat.
+    pub fn quiet_for(&self) -> std::time::Duration {
+        self.mtime.and_then(|m| m.elapsed().ok()).unwrap_or_default()
     }
 
     /// Hash of the first line (identifies this file's content for document ids even
@@ -257,6 +265,21 @@ impl Tailed {
     ) -> bool {
         self.parser.set_limit(limit);
         let done = self.parser.finish_within(corr, opts, out);
+        self.flushed |= done;
+        done
+    }
+
+    /// At the end of a file quiet for `idle_flush`: its open record goes out now,
+    /// unless dated after `limit` (then later). A partial last line stays.
+    pub fn flush_within(
+        &mut self,
+        limit: Option<Timestamp>,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) -> bool {
+        self.parser.set_limit(limit);
+        let done = self.parser.flush(corr, opts, out);
         self.flushed |= done;
         done
     }
