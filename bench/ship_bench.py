@@ -34,7 +34,7 @@ import argparse, json, os, signal, socket, subprocess, sys, tempfile, time, urll
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared", "bench")
-RAYLOG = os.path.join(ROOT, "target", "release", "raylog")
+RAYLOG = os.environ.get("RAYLOG_BIN") or os.path.join(ROOT, "target", "release", "raylog")
 
 
 def free_port():

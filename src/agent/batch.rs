@@ -391,6 +391,12 @@ impl Recycler {
     pub fn take(&self) -> Option<Batch> {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
+
+    /// Drops the batches kept for reuse (the reader is idle: their megabytes are
+    /// better back with the OS until the next busy spell).
+    pub fn clear(&self) {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }
 
 /// `doc_id` for a record: a 128-bit FNV-1a hash of the file identity, the offset and

@@ -130,6 +130,10 @@ fn saved(
     metrics: &Metrics,
     failing: &mut bool,
 ) -> bool {
+    if matches!(&done, Ok(Ok(s)) if s.journal_bytes == 0) {
+        // A merge streamed the snapshot and held the journal in memory.
+        crate::agent::trim_heap();
+    }
     let result = match done {
         Ok(outcome) => store.saved(outcome).map_err(|e| e.to_string()),
         Err(e) => Err(format!("the checkpoint writer failed: {e}")),

@@ -10,6 +10,7 @@ mod golden;
 mod live;
 mod live_check;
 mod loki_real;
+mod manyfiles;
 mod props;
 mod reconcile;
 mod ship;

@@ -12,27 +12,27 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A scratch dir for one test: Ray temp root, state dir, output file.
-struct Env {
-    root: PathBuf,
+pub(crate) struct Env {
+    pub(crate) root: PathBuf,
 }
 
 impl Env {
-    fn new(tag: &str) -> Env {
+    pub(crate) fn new(tag: &str) -> Env {
         let root = std::env::temp_dir().join(format!("raylog-ship-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("ray/session_2026-11-30_09-00-00_000000_1/logs")).unwrap();
         Env { root }
     }
 
-    fn logs(&self) -> PathBuf {
+    pub(crate) fn logs(&self) -> PathBuf {
         self.root.join("ray/session_2026-11-30_09-00-00_000000_1/logs")
     }
 
-    fn out(&self) -> PathBuf {
+    pub(crate) fn out(&self) -> PathBuf {
         self.root.join("out.ndjson")
     }
 
-    fn config(&self, extra: &str) -> PathBuf {
+    pub(crate) fn config(&self, extra: &str) -> PathBuf {
         let cfg = format!(
             r#"
 [source]
@@ -60,7 +60,7 @@ address = ""
         p
     }
 
-    fn start(&self) -> Agent {
+    pub(crate) fn start(&self) -> Agent {
         Agent(
             Command::new(env!("CARGO_BIN_EXE_raylog"))
                 .args(["ship", "--log-level", "warn", "--config"])
@@ -73,7 +73,7 @@ address = ""
     }
 
     /// `seq` token → how many times it arrived.
-    fn received(&self) -> BTreeMap<u64, usize> {
+    pub(crate) fn received(&self) -> BTreeMap<u64, usize> {
         let mut m = BTreeMap::new();
         for line in std::fs::read_to_string(self.out()).unwrap_or_default().lines() {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
@@ -95,7 +95,7 @@ address = ""
     }
 
     /// Waits (bounded) until `pred` holds on what was received.
-    fn wait_for(&self, what: &str, pred: impl Fn(&BTreeMap<u64, usize>) -> bool) {
+    pub(crate) fn wait_for(&self, what: &str, pred: impl Fn(&BTreeMap<u64, usize>) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if pred(&self.received()) {
@@ -117,7 +117,7 @@ fn line(seq: u64) -> String {
     format!("[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: work item seq={seq}\n")
 }
 
-fn append(path: &Path, from: u64, to: u64) {
+pub(crate) fn append(path: &Path, from: u64, to: u64) {
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
     let text: String = (from..to).map(line).collect();
     f.write_all(text.as_bytes()).unwrap();
@@ -125,7 +125,7 @@ fn append(path: &Path, from: u64, to: u64) {
 
 /// A running agent; killed if a test panics before stopping it, so no orphan keeps
 /// running (and holding the test harness's output pipe open).
-struct Agent(Child);
+pub(crate) struct Agent(pub(crate) Child);
 
 impl std::ops::Deref for Agent {
     type Target = Child;
@@ -147,7 +147,7 @@ impl Drop for Agent {
     }
 }
 
-fn stop(mut child: Agent) {
+pub(crate) fn stop(mut child: Agent) {
     let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
@@ -161,7 +161,7 @@ fn stop(mut child: Agent) {
     panic!("raylog ship did not stop within 15 s of SIGTERM");
 }
 
-fn exactly_once(r: &BTreeMap<u64, usize>, n: u64) -> bool {
+pub(crate) fn exactly_once(r: &BTreeMap<u64, usize>, n: u64) -> bool {
     r.len() as u64 == n && r.keys().copied().eq(0..n) && r.values().all(|&c| c == 1)
 }
 

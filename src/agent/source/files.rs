@@ -23,16 +23,23 @@ use crate::discover::{logs_roots, not_tailed, LogsRoot};
 /// changes and is opened, it is read from its start.
 pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 };
 
-/// A file listed or named by an event, not tracked yet.
+/// A file listed or named by an event, not tracked yet. Its `rel` becomes the
+/// tracked file's: a first scan of 100,000 files allocates each name once.
 struct Found {
     dir: u32,
-    rel: String,
-    path: PathBuf,
+    rel: Box<str>,
 }
 
 impl Source {
+    fn path_of(&self, f: &Found) -> PathBuf {
+        self.dirs[f.dir as usize].root.join(&*f.rel)
+    }
+
     /// Lists every logs dir; tracks new files, notices moved and vanished ones.
     /// Returns how many files are new.
+    ///
+    /// The listing is streamed: a known file is matched by inode and marked with
+    /// this listing's number, so listing 100,000 files keeps no list of them.
     pub(super) fn rescan(&mut self) -> usize {
         let (roots, failures) = logs_roots(&self.cfg.source.paths);
         for (path, why) in failures {
@@ -40,36 +47,31 @@ impl Source {
                 tracing::warn!(%path, %why, "cannot read; will keep looking");
             }
         }
-        let mut seen = std::collections::HashSet::new();
+        self.listing = self.listing.wrapping_add(1);
         let mut new = vec![];
         for root in roots {
             let Some(d) = self.dir_for(&root) else { continue };
-            let mut listed = vec![];
-            self.list(&root.root, &root.root, &mut listed);
-            for (rel, path, ino) in listed {
-                let key = FileKey { dev: self.dirs[d as usize].dev, ino };
-                if self.table.get(&key).is_some() {
-                    seen.insert(key);
-                    self.follow_move(key, d, &rel, &path);
-                } else {
-                    new.push(Found { dir: d, rel, path });
-                }
-            }
+            self.list(d, &root.root, &mut new);
         }
-        let found = self.track(new, &mut seen);
-        let vanished: Vec<FileKey> = self.table.values().filter(|t| !seen.contains(&t.key)).map(|t| t.key).collect();
+        let found = self.track(new);
+        let listing = self.listing;
+        let vanished: Vec<FileKey> = self.table.values().filter(|t| t.listed != listing).map(|t| t.key).collect();
         for key in vanished {
             self.gone(key, true);
         }
         if self.first_scan {
             // Checkpoints of files not found at start: gone while the agent was down.
             let now = unix_now();
-            for (_, mut cp) in self.resume.drain() {
+            for (_, mut cp) in std::mem::take(&mut self.resume) {
                 if cp.gone_since == 0 {
                     cp.gone_since = now;
                     self.closed.push(cp);
                 }
             }
+        }
+        if found > 1000 {
+            // Tens of thousands of names were allocated and freed: give the memory back.
+            crate::agent::trim_heap();
         }
         found
     }
@@ -90,9 +92,9 @@ impl Source {
         Some(self.dirs.len() as u32 - 1)
     }
 
-    /// Regular files under `dir` (recursively, symlinks not followed), not excluded:
-    /// `(path inside root, path, inode)`, from the listing alone.
-    fn list(&mut self, root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, u64)>) {
+    /// Walks `dir` of logs dir `d` (recursively, symlinks not followed): marks the
+    /// tracked files listed, follows those renamed, and collects new ones into `new`.
+    fn list(&mut self, d: u32, dir: &Path, new: &mut Vec<Found>) {
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
             Err(e) => {
@@ -104,14 +106,30 @@ impl Source {
         };
         for e in rd.flatten() {
             let Ok(ft) = e.file_type() else { continue };
-            let path = e.path();
             if ft.is_dir() {
-                self.list(root, &path, out);
-            } else if ft.is_file() {
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+                self.list(d, &e.path(), new);
+                continue;
+            }
+            if !ft.is_file() {
+                continue;
+            }
+            let key = FileKey { dev: self.dirs[d as usize].dev, ino: e.ino() };
+            let root = &self.dirs[d as usize].root;
+            let path = e.path();
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
+            let listing = self.listing;
+            let Some(t) = self.table.get_mut(&key) else {
                 if !self.excluded(&rel) {
-                    out.push((rel, path, e.ino()));
+                    new.push(Found { dir: d, rel: rel.replace('\\', "/").into() });
                 }
+                continue;
+            };
+            t.listed = listing;
+            if t.dir == d && *t.rel == *rel {
+                t.gone = false;
+            } else {
+                let rel = rel.replace('\\', "/");
+                self.follow_move(key, d, &rel, &path);
             }
         }
     }
@@ -139,51 +157,54 @@ impl Source {
     /// Starts tracking new files. Those with something to read are prescanned (with
     /// the core-worker logs of their workers) before any is parsed, so a worker's
     /// prints get their actor whatever order files are read in. Returns how many.
-    fn track(&mut self, found: Vec<Found>, seen: &mut std::collections::HashSet<FileKey>) -> usize {
+    fn track(&mut self, found: Vec<Found>) -> usize {
         let mut added = vec![];
         for f in found {
-            let Ok(md) = std::fs::metadata(&f.path) else { continue };
+            let path = self.path_of(&f);
+            let Ok(md) = std::fs::metadata(&path) else { continue };
             let key = FileKey::of(&md);
-            seen.insert(key);
-            if self.table.get(&key).is_some() {
-                self.follow_move(key, f.dir, &f.rel, &f.path);
+            if let Some(t) = self.table.get_mut(&key) {
+                t.listed = self.listing;
+                self.follow_move(key, f.dir, &f.rel, &path);
                 continue;
             }
-            let t = self.tracked(key, &f, &md);
+            let t = self.tracked(key, f, &md);
             if t.has_work() {
                 self.table.ready.insert(key);
             }
-            self.table.insert(t, &f.path);
-            added.push((key, f));
+            self.table.insert(t, &path);
+            added.push(key);
         }
         let busy: std::collections::HashSet<Id> = added
             .iter()
-            .filter(|(k, _)| self.table.ready.contains(k))
-            .filter_map(|(_, f)| classify(&f.rel, None).worker_id)
+            .filter(|k| self.table.ready.contains(k))
+            .filter_map(|k| classify(&self.table.get(k)?.rel, None).worker_id)
             .collect();
-        for (key, f) in &added {
-            let meta = classify(&f.rel, self.dirs[f.dir as usize].session.as_deref());
+        for key in &added {
+            let Some(t) = self.table.get(key) else { continue };
+            let (dir, path) = (t.dir, self.dirs[t.dir as usize].root.join(&*t.rel));
+            let meta = classify(&t.rel, self.dirs[dir as usize].session.as_deref());
             let has_work = self.table.ready.contains(key);
             let names_busy_actor = meta.component == "core_worker" && meta.worker_id.is_some_and(|w| busy.contains(&w));
             if has_work || names_busy_actor {
-                self.prescan(f.dir, &f.path, &meta);
+                self.prescan(dir, &path, &meta);
             }
             if !self.first_scan && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
                 // A node is starting here (a head node's GCS comes before its raylet):
                 // its node id will be announced soon.
                 let until = Instant::now() + self.cfg.source.actor_hold;
-                self.dirs[f.dir as usize].node_wait.get_or_insert(until);
+                self.dirs[dir as usize].node_wait.get_or_insert(until);
             }
         }
         added.len()
     }
 
     /// A new file's entry: where reading resumes, from its checkpoint if it has one.
-    fn tracked(&mut self, key: FileKey, f: &Found, md: &std::fs::Metadata) -> Tracked {
+    fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata) -> Tracked {
         let mut t = Tracked {
             key,
             dir: f.dir,
-            rel: f.rel.as_str().into(),
+            rel: f.rel,
             size: md.len(),
             fingerprint: Fingerprint::default(),
             resume: 0,
@@ -193,6 +214,7 @@ impl Source {
             head: i64::MIN,
             ident: None,
             active: Instant::now(),
+            listed: self.listing,
             gone: false,
             open: None,
         };
@@ -265,7 +287,7 @@ impl Source {
         for key in stale {
             self.check_gone(key);
         }
-        self.track(new, &mut std::collections::HashSet::new())
+        self.track(new)
     }
 
     /// Where `path` is in the dirs followed, if it is a file to ship. A path outside
@@ -276,7 +298,7 @@ impl Source {
             return None;
         };
         let rel = path.strip_prefix(&self.dirs[d].root).ok()?.to_string_lossy().replace('\\', "/");
-        (!self.excluded(&rel)).then(|| Found { dir: d as u32, rel, path: path.to_path_buf() })
+        (!self.excluded(&rel)).then(|| Found { dir: d as u32, rel: rel.into() })
     }
 
     /// Tracked file `key` was seen at `path`: follow it there if it is in a logs dir.

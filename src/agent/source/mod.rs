@@ -121,6 +121,10 @@ pub struct Source {
     /// Whether inotify watches the paths (else the poll and rescans run every
     /// `poll_interval`).
     watched: bool,
+    /// Rounds that made progress since the reader last caught up (see `settle`).
+    busy_rounds: u64,
+    /// Number of the current dir listing (see `rescan`).
+    listing: u32,
     /// Running out of descriptors was logged (once).
     emfile_logged: bool,
 }
@@ -168,6 +172,8 @@ impl Source {
             next_sweep: now,
             next_gauges: now,
             watched,
+            listing: 0,
+            busy_rounds: 0,
             emfile_logged: false,
         }
     }
@@ -193,6 +199,11 @@ impl Source {
             }
             self.first_scan = false;
             self.cut(false);
+            if progress {
+                self.busy_rounds += 1;
+            } else if self.busy_rounds > 0 && self.table.ready.is_empty() {
+                self.settle();
+            }
             if !progress {
                 let wait = self.cfg.batch.max_wait.min(Duration::from_secs(1)) / 2;
                 changes = Some(wake.wait(wait.max(Duration::from_millis(10))));
@@ -221,6 +232,24 @@ impl Source {
             self.next_sweep = now + Duration::from_secs(1);
         }
         found
+    }
+
+    /// Caught up after a busy spell (a catch-up of 100,000 files, a backlog): give
+    /// back what it grew, so the agent's resident memory follows the files it
+    /// tracks, not the peak of the last catch-up.
+    fn settle(&mut self) {
+        let big = self.busy_rounds > 100;
+        self.busy_rounds = 0;
+        if self.table.ready.capacity() > 4096 {
+            self.table.ready = Default::default();
+        }
+        if big {
+            self.recycler.clear();
+            if self.batch.is_empty() {
+                self.batch = Batch::new(self.seq, self.batch.node.clone()).needing(self.cfg.batch_needs());
+            }
+            crate::agent::trim_heap();
+        }
     }
 
     /// Until when records of file `key` without a node id should wait for it, if

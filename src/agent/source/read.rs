@@ -307,6 +307,9 @@ impl Source {
         for key in self.table.open_keys() {
             let wait_node = self.waits_for_node(key);
             let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
+            if !open.wants_flush(now, idle, partial) {
+                continue;
+            }
             let before = open.parser.unemitted_offset();
             let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
             let opts = &self.cfg.source.parse;

@@ -42,6 +42,8 @@ pub struct Tracked {
     pub ident: Option<u64>,
     /// When data last arrived, or the file was last found changed.
     pub active: Instant,
+    /// The number of the last dir listing that saw it (see `Source::rescan`).
+    pub listed: u32,
     /// The path no longer names this file (deleted or moved out of the logs dir).
     pub gone: bool,
     pub open: Option<Box<Tailed>>,
@@ -79,8 +81,10 @@ impl Tracked {
 #[derive(Default)]
 pub struct Table {
     files: HashMap<FileKey, Tracked>,
-    /// Path hash → files with that hash (almost always one).
-    by_path: HashMap<u64, Vec<FileKey>>,
+    /// Path hash → the file at that path. (Two of 100,000 paths sharing a 64-bit
+    /// hash is a one-in-10⁹ event; it would only cost the first file its inotify
+    /// lookups, and the stat poll and listings would still find its changes.)
+    by_path: HashMap<u64, FileKey>,
     /// Files to look at in the next round.
     pub ready: HashSet<FileKey>,
     /// The files with a descriptor.
@@ -117,14 +121,13 @@ impl Table {
 
     /// The file `path` names, as far as the table knows.
     pub fn by_path(&self, path: &Path, full: impl Fn(&Tracked) -> PathBuf) -> Option<FileKey> {
-        let keys = self.by_path.get(&self.path_hash(path))?;
-        keys.iter().copied().find(|k| self.files.get(k).is_some_and(|t| full(t) == path))
+        let key = *self.by_path.get(&self.path_hash(path))?;
+        self.files.get(&key).is_some_and(|t| full(t) == path).then_some(key)
     }
 
     /// Adds a file (`path` is where it is now).
     pub fn insert(&mut self, t: Tracked, path: &Path) {
-        let h = self.path_hash(path);
-        self.by_path.entry(h).or_default().push(t.key);
+        self.by_path.insert(self.path_hash(path), t.key);
         if t.open.is_some() {
             self.open.insert(t.key);
         }
@@ -134,8 +137,7 @@ impl Table {
     /// Records that `key` is now at `path` (renamed), its old path being `old`.
     pub fn moved(&mut self, key: FileKey, old: &Path, path: &Path, rel: Box<str>) {
         self.unindex(key, old);
-        let h = self.path_hash(path);
-        self.by_path.entry(h).or_default().push(key);
+        self.by_path.insert(self.path_hash(path), key);
         if let Some(t) = self.files.get_mut(&key) {
             t.rel = rel;
         }
@@ -143,11 +145,8 @@ impl Table {
 
     fn unindex(&mut self, key: FileKey, path: &Path) {
         let h = self.path_hash(path);
-        if let Some(keys) = self.by_path.get_mut(&h) {
-            keys.retain(|k| *k != key);
-            if keys.is_empty() {
-                self.by_path.remove(&h);
-            }
+        if self.by_path.get(&h) == Some(&key) {
+            self.by_path.remove(&h);
         }
     }
 

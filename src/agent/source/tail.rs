@@ -284,6 +284,15 @@ impl Tailed {
         done
     }
 
+    /// Whether [`Tailed::flush_if_idle`] would do anything (it is called for every
+    /// open file each round; building its router costs more than this check).
+    pub fn wants_flush(&self, now: Instant, idle: std::time::Duration, partial_timeout: std::time::Duration) -> bool {
+        let quiet = now.duration_since(self.last_data);
+        self.at_eof
+            && ((quiet >= partial_timeout && self.parser.unemitted_offset() < self.parser.offset())
+                || (quiet >= idle && !self.flushed))
+    }
+
     /// After `idle` with no data: emit the record held open unless it is dated after
     /// `limit` (and, after `partial_timeout`, a last line still waiting for its
     /// newline, whatever its time).
