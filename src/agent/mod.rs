@@ -29,3 +29,20 @@ pub fn trim_heap() {
         libc::malloc_trim(0);
     }
 }
+
+/// Arenas glibc's allocator may create. By default it makes up to 8 per core, one
+/// per thread that meets contention, and memory freed in one is not reused by
+/// another: on a node tracking 100,000 files that cost about 20 MiB of resident
+/// memory after a catch-up (one arena: 67 MiB instead of 89; two: 77). The agent
+/// allocates nothing per line on the hot path, so threads rarely meet in the
+/// allocator. `MALLOC_ARENA_MAX`, if set, wins.
+/// Call before any thread starts.
+pub fn limit_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; called before threads start.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+        }
+    }
+}

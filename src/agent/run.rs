@@ -24,6 +24,7 @@ use crate::agent::source::{Source, Wake};
 
 /// Runs the agent until a signal (or, with `once`, until everything is delivered).
 pub fn run(cfg: Config, once: bool) -> Result<()> {
+    crate::agent::limit_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use raylog_parsers::{classify, Id};
 
-use super::table::Tracked;
+use super::table::{Tick, Tracked};
 use super::{Dir, Source, SWEEP_WATCHED};
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
@@ -213,7 +213,7 @@ impl Source {
             unverified: false,
             head: i64::MIN,
             ident: None,
-            active: Instant::now(),
+            active: Tick::now(),
             listed: self.listing,
             gone: false,
             open: None,
@@ -377,7 +377,7 @@ impl Source {
 /// Notes a new size for a tracked file.
 fn changed(t: &mut Tracked, size: u64) {
     t.size = size;
-    t.active = Instant::now();
+    t.active = Tick::now();
     if let Some(open) = &mut t.open {
         // What decides whether it has work (growth, or truncation below the offset).
         open.size = size;

@@ -16,6 +16,7 @@ use std::time::Instant;
 use raylog_parsers::{classify, Timestamp};
 
 use super::route::Router;
+use super::table::Tick;
 use super::tail::Tailed;
 use super::{Source, MERGE_SLACK, RAYLET_NODE_SCAN, READ_BUDGET};
 use crate::agent::checkpoint::{FileKey, SavedContext};
@@ -246,7 +247,7 @@ impl Source {
         let near_start = open.parser.offset().saturating_sub(r.bytes) < RAYLET_NODE_SCAN;
         if r.bytes > 0 || r.truncated {
             self.dirty.insert(key);
-            t.active = Instant::now();
+            t.active = Tick::now();
         }
         if r.truncated {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
