@@ -31,6 +31,8 @@ mod read;
 mod route;
 mod table;
 pub mod tail;
+#[cfg(test)]
+mod tests;
 mod wake;
 
 use std::collections::{HashMap, HashSet};
