@@ -2,12 +2,14 @@
 //! descriptors it needs.
 //!
 //! A file is opened when it has something to read. At the `max_open_files` cap the
-//! least recently active open file with nothing held (no pending record, partial
-//! line or record kept back by the time limit, no held actor output) is closed
-//! first; if every open file holds something, the rest wait for the next round, when
-//! idle flushes will have freed some. `EMFILE` is answered the same way, never by
-//! retrying at once. Closing keeps where reading resumes and the parser context
-//! there, so a reopened file continues exactly, even if it was renamed meanwhile.
+//! least recently active open file is closed, preferring one that holds nothing (no
+//! pending record, partial line or record kept back by the time limit, no held actor
+//! output); one that holds something is re-read from where that starts when it is
+//! reopened. A finished file (mtime older than `idle_flush`) is flushed at its end,
+//! so it holds nothing. `EMFILE` closes a file and leaves the open to the next
+//! round, never retrying at once. Closing keeps where reading resumes and the
+//! parser context there, so a reopened file continues exactly, even if it was
+//! renamed meanwhile.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
