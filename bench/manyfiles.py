@@ -130,6 +130,28 @@ def append_latency(out, path, seq):
     return float("inf")
 
 
+def stop(p, sink):
+    """SIGTERM to raylog (SIGKILL if it does not exit within a minute), then the sink."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    sink.terminate()
+
+
+def check_delivery(tmp, out, seq, keep):
+    """checkdelivery.py over seq tokens 0..seq-1 (no duplicate allowed); exits with its code."""
+    with open(os.path.join(tmp, "live_manifest.json"), "w") as f:
+        json.dump({"seq_count": seq}, f)
+    r = subprocess.run([sys.executable, os.path.join(SHARED, "checkdelivery.py"), "--manifest",
+                        os.path.join(tmp, "live_manifest.json"), "--received", out, "--max-dup-ratio", "0"])
+    print("raylog stderr (first lines):", open(os.path.join(tmp, "raylog.err")).read()[:2000])
+    if not keep:
+        subprocess.run(["rm", "-rf", tmp])
+    sys.exit(r.returncode)
+
+
 def manyfiles(a):
     tmp = tempfile.mkdtemp(prefix="raylog-many-")
     root, out = os.path.join(tmp, "ray"), os.path.join(tmp, "received.ndjson")
@@ -184,20 +206,8 @@ def manyfiles(a):
         print("restart: the line appended at start arrived %.2f s after the start; %d entries sent again; RSS %.1f MiB"
               % (took or -1, again, proc.rss()))
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        sink.terminate()
-    with open(os.path.join(tmp, "live_manifest.json"), "w") as f:
-        json.dump({"seq_count": seq}, f)
-    r = subprocess.run([sys.executable, os.path.join(SHARED, "checkdelivery.py"), "--manifest",
-                        os.path.join(tmp, "live_manifest.json"), "--received", out, "--max-dup-ratio", "0"])
-    print("raylog stderr (first lines):", open(os.path.join(tmp, "raylog.err")).read()[:2000])
-    if not a.keep:
-        subprocess.run(["rm", "-rf", tmp])
-    sys.exit(r.returncode)
+        stop(p, sink)
+    check_delivery(tmp, out, seq, a.keep)
 
 
 class Soak:
@@ -278,21 +288,9 @@ def soak(a):
                 f.close()
         wait_entries(port, w.seq, 60)
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        sink.terminate()
+        stop(p, sink)
     print("peak RSS %.1f MiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))
-    with open(os.path.join(tmp, "live_manifest.json"), "w") as f:
-        json.dump({"seq_count": w.seq}, f)
-    r = subprocess.run([sys.executable, os.path.join(SHARED, "checkdelivery.py"), "--manifest",
-                        os.path.join(tmp, "live_manifest.json"), "--received", out, "--max-dup-ratio", "0"])
-    print("raylog stderr (first lines):", open(os.path.join(tmp, "raylog.err")).read()[:2000])
-    if not a.keep:
-        subprocess.run(["rm", "-rf", tmp])
-    sys.exit(r.returncode)
+    check_delivery(tmp, out, w.seq, a.keep)
 
 
 def add_parsers(sp):

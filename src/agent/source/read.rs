@@ -221,10 +221,9 @@ impl Source {
             // complete, so it goes out now (within the time limit) and the file holds
             // nothing: it can be closed at once to make room for the next.
             let quiet = open.quiet_for();
-            if self.once || quiet >= self.cfg.source.partial_line_timeout {
-                open.finish_within(limit, &mut self.corr, opts, &mut |r| router.route(r));
-            } else if quiet >= self.cfg.source.idle_flush {
-                open.flush_within(limit, &mut self.corr, opts, &mut |r| router.route(r));
+            let whole = self.once || quiet >= self.cfg.source.partial_line_timeout;
+            if whole || quiet >= self.cfg.source.idle_flush {
+                open.flush_within(limit, whole, &mut self.corr, opts, &mut |r| router.route(r));
             }
         }
         let after = *open.parser.stats();

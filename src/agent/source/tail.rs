@@ -254,32 +254,20 @@ impl Tailed {
         Ok(res)
     }
 
-    /// `--once` at the end of the file: its last record (and a last line without its
-    /// newline) goes out now, unless dated after `limit` (then later).
-    pub fn finish_within(
-        &mut self,
-        limit: Option<Timestamp>,
-        corr: &mut Correlator,
-        opts: &Options,
-        out: &mut dyn FnMut(&Record<'_>),
-    ) -> bool {
-        self.parser.set_limit(limit);
-        let done = self.parser.finish_within(corr, opts, out);
-        self.flushed |= done;
-        done
-    }
-
-    /// At the end of a file quiet for `idle_flush`: its open record goes out now,
-    /// unless dated after `limit` (then later). A partial last line stays.
+    /// At the end of a complete or quiet file: its open record goes out now, and with
+    /// `partial` a last line without its newline too, unless dated after `limit`
+    /// (then later). True when nothing was kept back.
     pub fn flush_within(
         &mut self,
         limit: Option<Timestamp>,
+        partial: bool,
         corr: &mut Correlator,
         opts: &Options,
         out: &mut dyn FnMut(&Record<'_>),
     ) -> bool {
         self.parser.set_limit(limit);
-        let done = self.parser.flush(corr, opts, out);
+        let done =
+            if partial { self.parser.finish_within(corr, opts, out) } else { self.parser.flush(corr, opts, out) };
         self.flushed |= done;
         done
     }
@@ -309,7 +297,7 @@ impl Tailed {
     ) {
         // Only a file with nothing more to read is idle; one merely not read for a
         // while (others took the round) is not, and flushing it would split records.
-        if !self.at_eof {
+        if !self.wants_flush(now, idle, partial_timeout) {
             return;
         }
         let quiet = now.duration_since(self.last_data);
