@@ -178,7 +178,7 @@ fn mtime_of(f: &LogFile) -> Option<Timestamp> {
     };
     let m = std::fs::metadata(p).ok()?.modified().ok()?;
     let d = m.duration_since(SystemTime::UNIX_EPOCH).ok()?;
-    Some(Timestamp(d.as_nanos() as i64))
+    i64::try_from(d.as_nanos()).ok().map(Timestamp)
 }
 
 /// Reads and parses everything in `disc`, calling `on_record` for each record and

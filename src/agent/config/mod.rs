@@ -18,7 +18,7 @@ use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
 use source::validate_source;
 pub use source::{SourceConfig, SourceRaw, StartAt};
-use values::{DurationValue, Problems, SizeValue};
+use values::{DurationValue, Problems, SizeValue, DAY, HOUR, MS, SEC};
 
 /// The file as written.
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -255,11 +255,9 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
             None
         }),
     };
+    // At least a few records; at most what a volume would plausibly hold.
     let dead_letter_max_bytes =
-        raw.dead_letter.max_bytes.as_ref().map_or(64 << 20, |v| v.get("dead_letter.max_bytes", p));
-    if dead_letter_max_bytes < 4096 {
-        p.add("dead_letter.max_bytes", "must be at least 4KiB (a few records)");
-    }
+        raw.dead_letter.max_bytes.as_ref().map_or(64 << 20, |v| v.get("dead_letter.max_bytes", 4 << 10..=1 << 40, p));
     Config { source, node, batch, retry, sinks, dead_letter_max_bytes, api_address }
 }
 
@@ -293,11 +291,13 @@ fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {
 
 fn validate_batch(b: &BatchRaw, p: &mut Problems) -> BatchConfig {
     let max_records = b.max_records.unwrap_or(10_000);
-    let max_bytes = b.max_bytes.as_ref().map_or(2 << 20, |v| v.get("batch.max_bytes", p)) as usize;
+    // A batch addresses its bytes with u32 offsets: far below 4GiB keeps them exact.
+    let max_bytes = b.max_bytes.as_ref().map_or(2 << 20, |v| v.get("batch.max_bytes", 1 << 10..=1 << 30, p)) as usize;
     let max_buffer_bytes =
-        b.max_buffer_bytes.as_ref().map_or(16 << 20, |v| v.get("batch.max_buffer_bytes", p)) as usize;
-    if max_records == 0 {
-        p.add("batch.max_records", "must be at least 1");
+        b.max_buffer_bytes.as_ref().map_or(16 << 20, |v| v.get("batch.max_buffer_bytes", 2 << 10..=16 << 30, p))
+            as usize;
+    if !(1..=10_000_000).contains(&max_records) {
+        p.add("batch.max_records", format!("{max_records} is out of range: 1 to 10000000"));
     }
     if max_buffer_bytes < 2 * max_bytes {
         p.add(
@@ -310,19 +310,19 @@ fn validate_batch(b: &BatchRaw, p: &mut Problems) -> BatchConfig {
     BatchConfig {
         max_records,
         max_bytes,
-        max_wait: b.max_wait.as_ref().map_or(Duration::from_secs(1), |v| v.get("batch.max_wait", p)),
+        max_wait: b.max_wait.as_ref().map_or(SEC, |v| v.get("batch.max_wait", MS..=HOUR, p)),
         max_buffer_bytes,
     }
 }
 
 fn validate_retry(r: &RetryRaw, p: &mut Problems) -> RetryConfig {
     RetryConfig {
-        initial_backoff: r
-            .initial_backoff
+        initial_backoff: r.initial_backoff.as_ref().map_or(200 * MS, |v| v.get("retry.initial_backoff", MS..=HOUR, p)),
+        max_backoff: r.max_backoff.as_ref().map_or(30 * SEC, |v| v.get("retry.max_backoff", MS..=DAY, p)),
+        shutdown_grace: r
+            .shutdown_grace
             .as_ref()
-            .map_or(Duration::from_millis(200), |v| v.get("retry.initial_backoff", p)),
-        max_backoff: r.max_backoff.as_ref().map_or(Duration::from_secs(30), |v| v.get("retry.max_backoff", p)),
-        shutdown_grace: r.shutdown_grace.as_ref().map_or(Duration::from_secs(10), |v| v.get("retry.shutdown_grace", p)),
+            .map_or(10 * SEC, |v| v.get("retry.shutdown_grace", Duration::ZERO..=HOUR, p)),
     }
 }
 
@@ -477,6 +477,35 @@ mod tests {
         let err = parse(text, "t.toml").unwrap_err().to_string();
         for key in ["source.start_at", "source.poll_interval", "batch.max_records", "api.address"] {
             assert!(err.contains(key), "{key} missing from:\n{err}");
+        }
+    }
+
+    #[test]
+    fn values_beyond_their_range_are_refused_with_the_range() {
+        let text = r#"
+            [source]
+            max_line_bytes = "2GiB"
+            forget_after = "99999999999999999999d"
+            close_inactive = 0
+            [batch]
+            max_bytes = "8GiB"
+            max_buffer_bytes = "99999999999999GiB"
+            [retry]
+            max_backoff = 18446744073709551615
+            [dead_letter]
+            max_bytes = 100
+        "#;
+        let err = parse(text, "t.toml").unwrap_err().to_string();
+        for want in [
+            "source.max_line_bytes: 2GiB is out of range: 16B to 1GiB",
+            "source.forget_after: \"99999999999999999999d\" is too long a duration",
+            "source.close_inactive: 0s is out of range: 100ms to 30d",
+            "batch.max_bytes: 8GiB is out of range: 1KiB to 1GiB",
+            "batch.max_buffer_bytes: \"99999999999999GiB\" is too large",
+            "retry.max_backoff: 18446744073709551615s is out of range: 1ms to 1d",
+            "dead_letter.max_bytes: 100B is out of range: 4KiB to 1TiB",
+        ] {
+            assert!(err.contains(want), "{want:?} missing from:\n{err}");
         }
     }
 

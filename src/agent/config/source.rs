@@ -1,11 +1,12 @@
 //! `[source]`: what to read, and how.
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::values::{self, DurationValue, Problems, SizeValue};
+use super::values::{self, DurationValue, Problems, SizeValue, DAY, HOUR, MS, SEC};
 
 /// `[source]`: what to read.
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -73,9 +74,10 @@ pub struct SourceConfig {
 }
 
 pub(super) fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
-    let dur = |v: &Option<DurationValue>, key: &str, def: Duration, p: &mut Problems| {
-        v.as_ref().map_or(def, |v| v.get(key, p))
-    };
+    let dur =
+        |v: &Option<DurationValue>, key: &str, def: Duration, range: RangeInclusive<Duration>, p: &mut Problems| {
+            v.as_ref().map_or(def, |v| v.get(key, range, p))
+        };
     let paths = s.paths.clone().unwrap_or_else(|| vec![PathBuf::from("/tmp/ray")]);
     if paths.is_empty() {
         p.add("source.paths", "is empty; list Ray temp roots, session dirs or logs dirs, e.g. [\"/tmp/ray\"]");
@@ -92,25 +94,22 @@ pub(super) fn validate_source(s: &SourceRaw, p: &mut Problems) -> SourceConfig {
         p.add("source.timezone", e);
         raylog_parsers::Zone::Utc
     });
-    let max_line_bytes = s.max_line_bytes.as_ref().map_or(1 << 20, |v| v.get("source.max_line_bytes", p)) as usize;
-    if max_line_bytes < 16 {
-        p.add("source.max_line_bytes", "must be at least 16 bytes");
-    }
+    let max_line_bytes = s.max_line_bytes.as_ref().map_or(1 << 20, |v| v.get("source.max_line_bytes", 16..=1 << 30, p));
     SourceConfig {
         paths,
         state_dir: s.state_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/raylog")),
         start_at,
-        ignore_older: s.ignore_older.as_ref().map(|v| v.get("source.ignore_older", p)),
-        poll_interval: dur(&s.poll_interval, "source.poll_interval", Duration::from_secs(1), p),
-        idle_flush: dur(&s.idle_flush, "source.idle_flush", Duration::from_millis(500), p),
-        partial_line_timeout: dur(&s.partial_line_timeout, "source.partial_line_timeout", Duration::from_secs(5), p),
-        actor_hold: dur(&s.actor_hold, "source.actor_hold", Duration::from_secs(10), p),
+        ignore_older: s.ignore_older.as_ref().map(|v| v.get("source.ignore_older", SEC..=3650 * DAY, p)),
+        poll_interval: dur(&s.poll_interval, "source.poll_interval", SEC, 10 * MS..=HOUR, p),
+        idle_flush: dur(&s.idle_flush, "source.idle_flush", 500 * MS, MS..=HOUR, p),
+        partial_line_timeout: dur(&s.partial_line_timeout, "source.partial_line_timeout", 5 * SEC, MS..=DAY, p),
+        actor_hold: dur(&s.actor_hold, "source.actor_hold", 10 * SEC, Duration::ZERO..=HOUR, p),
         watch: s.watch.unwrap_or(true),
         exclude: exclude_globs(s.exclude.as_deref(), p),
-        parse: raylog_parsers::Options { zone, max_line_bytes },
+        parse: raylog_parsers::Options { zone, max_line_bytes: max_line_bytes as usize },
         max_open_files: max_open_files(s.max_open_files, p),
-        close_inactive: dur(&s.close_inactive, "source.close_inactive", Duration::from_secs(300), p),
-        forget_after: dur(&s.forget_after, "source.forget_after", Duration::from_secs(86_400), p),
+        close_inactive: dur(&s.close_inactive, "source.close_inactive", 300 * SEC, 100 * MS..=30 * DAY, p),
+        forget_after: dur(&s.forget_after, "source.forget_after", DAY, 60 * SEC..=3650 * DAY, p),
     }
 }
 

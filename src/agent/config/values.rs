@@ -3,6 +3,7 @@
 //! `{ file = "/path" }`), and the collector that gathers every problem with its key.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,12 @@ impl fmt::Display for Problems {
     }
 }
 
+/// Units for writing the allowed ranges of keys.
+pub const MS: Duration = Duration::from_millis(1);
+pub const SEC: Duration = Duration::from_secs(1);
+pub const HOUR: Duration = Duration::from_secs(3600);
+pub const DAY: Duration = Duration::from_secs(86_400);
+
 /// Parses `"250ms"`, `"5s"`, `"2m"`, `"24h"`, `"7d"` (or a bare number of seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -45,7 +52,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "d" => n * 86400.0,
         u => return Err(format!("unknown duration unit {u:?} in {s:?}; use ms, s, m, h or d")),
     };
-    Ok(Duration::from_secs_f64(secs))
+    // `from_secs_f64` panics past u64 seconds; each key's range is checked later.
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is too long a duration"))
 }
 
 /// Renders a duration the way the config file spells it.
@@ -73,14 +81,25 @@ pub enum DurationValue {
 }
 
 impl DurationValue {
-    pub fn get(&self, key: &str, p: &mut Problems) -> Duration {
-        match self {
+    /// The value, which must lie in `range` (both ends allowed); otherwise a problem
+    /// naming `key` and the range, and the nearest end of the range.
+    pub fn get(&self, key: &str, range: RangeInclusive<Duration>, p: &mut Problems) -> Duration {
+        let d = match self {
             DurationValue::Seconds(s) => Duration::from_secs(*s),
-            DurationValue::Text(t) => parse_duration(t).unwrap_or_else(|e| {
-                p.add(key, e);
-                Duration::ZERO
-            }),
+            DurationValue::Text(t) => match parse_duration(t) {
+                Ok(d) => d,
+                Err(e) => {
+                    p.add(key, e);
+                    return *range.start();
+                }
+            },
+        };
+        if !range.contains(&d) {
+            let (lo, hi) = (format_duration(*range.start()), format_duration(*range.end()));
+            p.add(key, format!("{} is out of range: {lo} to {hi}", format_duration(d)));
+            return d.clamp(*range.start(), *range.end());
         }
+        d
     }
 }
 
@@ -93,15 +112,37 @@ pub enum SizeValue {
 }
 
 impl SizeValue {
-    pub fn get(&self, key: &str, p: &mut Problems) -> u64 {
-        match self {
+    /// The value, which must lie in `range` (both ends allowed); otherwise a problem
+    /// naming `key` and the range, and the nearest end of the range.
+    pub fn get(&self, key: &str, range: RangeInclusive<u64>, p: &mut Problems) -> u64 {
+        let n = match self {
             SizeValue::Bytes(b) => *b,
-            SizeValue::Text(t) => parse_size(t).unwrap_or_else(|e| {
-                p.add(key, e);
-                0
-            }),
+            SizeValue::Text(t) => match parse_size(t) {
+                Ok(n) => n,
+                Err(e) => {
+                    p.add(key, e);
+                    return *range.start();
+                }
+            },
+        };
+        if !range.contains(&n) {
+            let (lo, hi) = (format_size(*range.start()), format_size(*range.end()));
+            p.add(key, format!("{} is out of range: {lo} to {hi}", format_size(n)));
+            return n.clamp(*range.start(), *range.end());
+        }
+        n
+    }
+}
+
+/// Renders a size the way the config file spells it: the largest binary unit that
+/// divides it, else bytes.
+pub fn format_size(n: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n > 0 && n % (1 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
         }
     }
+    format!("{n}B")
 }
 
 /// Parses `"4MiB"` etc.
@@ -118,9 +159,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "KB" | "kB" => 1000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        u => return Err(format!("unknown size unit {u:?} in {s:?}; use B, KiB, MiB, GiB, KB, MB or GB")),
+        "TiB" => 1 << 40,
+        "TB" => 1_000_000_000_000,
+        u => return Err(format!("unknown size unit {u:?} in {s:?}; use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB")),
     };
-    Ok(n * mult)
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// A secret: literal text, or read from an environment variable or a file (so
@@ -217,6 +260,28 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(120)), "2m");
         assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
         assert!(parse_size("4 lots").is_err());
+    }
+
+    #[test]
+    fn huge_values_are_refused_with_the_key_and_range() {
+        assert!(parse_size("99999999999999GiB").unwrap_err().contains("too large"));
+        assert!(parse_size("99999999999999999999").is_err(), "beyond u64");
+        assert!(parse_duration("99999999999999999999999d").unwrap_err().contains("too long"));
+        let mut p = Problems::default();
+        let v = SizeValue::Text("8GiB".into()).get("batch.max_bytes", 1024..=1 << 30, &mut p);
+        assert_eq!(v, 1 << 30, "clamped, so later checks see a sane value");
+        assert_eq!(p.0, ["batch.max_bytes: 8GiB is out of range: 1KiB to 1GiB"]);
+        let mut p = Problems::default();
+        let day = Duration::from_secs(86_400);
+        let d = DurationValue::Seconds(u64::MAX).get("retry.max_backoff", Duration::ZERO..=day, &mut p);
+        assert_eq!(d, day);
+        assert_eq!(p.0.len(), 1);
+        assert!(p.0[0].starts_with("retry.max_backoff: ") && p.0[0].ends_with("is out of range: 0s to 1d"), "{p}");
+        let mut p = Problems::default();
+        SizeValue::Text("99999999999999GiB".into()).get("dead_letter.max_bytes", 0..=1, &mut p);
+        assert_eq!(p.0, ["dead_letter.max_bytes: \"99999999999999GiB\" is too large"]);
+        assert_eq!(format_size(3 << 20), "3MiB");
+        assert_eq!(format_size(1000), "1000B");
     }
 
     #[test]

@@ -79,5 +79,7 @@ pub fn parse_endpoint(s: Option<&str>, key: &str, example: &str, p: &mut Problem
 
 /// A timeout value with its default.
 pub fn timeout(v: &Option<DurationValue>, key: &str, p: &mut Problems) -> Duration {
-    v.as_ref().map_or(Duration::from_secs(10), |v| v.get(&format!("{key}.timeout"), p))
+    v.as_ref().map_or(Duration::from_secs(10), |v| {
+        v.get(&format!("{key}.timeout"), Duration::from_millis(1)..=Duration::from_secs(3600), p)
+    })
 }

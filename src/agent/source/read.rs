@@ -211,7 +211,7 @@ impl Source {
         let Some(t) = self.table.get_mut(&key) else { return (0, None, false) };
         let gone = t.gone;
         let Some(open) = t.open.as_mut() else { return (0, None, false) };
-        let before = *open.parser.stats();
+        let before = open.stats();
         let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
         let opts = &self.cfg.source.parse;
         let res = open.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, opts, &mut |r| router.route(r));
@@ -226,12 +226,13 @@ impl Source {
                 open.flush_within(limit, whole, &mut self.corr, opts, &mut |r| router.route(r));
             }
         }
-        let after = *open.parser.stats();
+        let after = open.stats();
         let m = &self.metrics;
-        m.lines_read.fetch_add(after.lines.saturating_sub(before.lines), Relaxed);
-        m.records_read.fetch_add(after.records.saturating_sub(before.records), Relaxed);
-        m.invalid_utf8.fetch_add(after.invalid_utf8.saturating_sub(before.invalid_utf8), Relaxed);
-        m.truncated_lines.fetch_add(after.truncated_lines.saturating_sub(before.truncated_lines), Relaxed);
+        // Differences of counts that never go back (see `Tailed::stats`).
+        m.lines_read.fetch_add(after.lines - before.lines, Relaxed);
+        m.records_read.fetch_add(after.records - before.records, Relaxed);
+        m.invalid_utf8.fetch_add(after.invalid_utf8 - before.invalid_utf8, Relaxed);
+        m.truncated_lines.fetch_add(after.truncated_lines - before.truncated_lines, Relaxed);
         let path = open.path.clone();
         let r = match res {
             Ok(r) => r,

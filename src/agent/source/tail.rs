@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use raylog_parsers::parser::FileStats;
 use raylog_parsers::{Correlator, FileMeta, FileParser, Options, Record, Timestamp};
 
 use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
@@ -49,6 +50,9 @@ pub struct Tailed {
     ident: u64,
     /// The first line was complete when `ident` was taken.
     ident_final: bool,
+    /// Counts of the parsers a copy-truncate replaced: the file's counters must not
+    /// go back when its parser starts over.
+    retired: FileStats,
 }
 
 /// What one read round found.
@@ -91,7 +95,9 @@ impl Tailed {
             .modified()
             .ok()
             .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| raylog_parsers::Timestamp(d.as_nanos() as i64));
+            // An mtime past 2262 (touch -d) is no hint at all, not a wrapped one.
+            .and_then(|d| i64::try_from(d.as_nanos()).ok())
+            .map(raylog_parsers::Timestamp);
         let mut parser = FileParser::new((*meta).clone(), node, mtime);
         parser.resume_at(offset, ctx);
         let last_time = parser.context().last_timestamp;
@@ -102,6 +108,7 @@ impl Tailed {
             node,
             ident: 0,
             ident_final: false,
+            retired: FileStats::default(),
             file,
             parser,
             fingerprint,
@@ -184,6 +191,19 @@ impl Tailed {
         self.parser.set_node_id(node);
     }
 
+    /// What this file's parsers counted since it was opened, across copy-truncates.
+    pub fn stats(&self) -> FileStats {
+        let (a, b) = (&self.retired, self.parser.stats());
+        FileStats {
+            bytes: a.bytes + b.bytes,
+            lines: a.lines + b.lines,
+            markers: a.markers + b.markers,
+            records: a.records + b.records,
+            invalid_utf8: a.invalid_utf8 + b.invalid_utf8,
+            truncated_lines: a.truncated_lines + b.truncated_lines,
+        }
+    }
+
     /// Bytes between what was read and the end of the file.
     pub fn behind(&self) -> u64 {
         self.size.saturating_sub(self.parser.offset())
@@ -207,6 +227,7 @@ impl Tailed {
             // Truncated in place: what was there is gone; start over at 0.
             self.parser.finish(corr, opts, out);
             let ctx = self.parser.context().clone();
+            self.retired = self.stats();
             self.parser = FileParser::new((*self.meta).clone(), self.node, None);
             self.parser.resume_at(0, raylog_parsers::parser::FileContext { last_timestamp: None, ..ctx });
             self.fingerprint = Fingerprint::default();

@@ -143,3 +143,23 @@ fn a_closed_file_reopens_where_it_stopped_even_renamed_meanwhile() {
     assert_eq!(*t.rel, format!("{name}.1"), "the closed file was followed to its new name");
     assert_eq!(t.open.as_ref().and_then(|o| o.ident()).or(t.ident), ident, "same identity (document ids)");
 }
+
+#[test]
+fn counters_keep_counting_across_a_copy_truncate() {
+    let mut rig = Rig::new("truncate", 8);
+    let path = rig.logs().join(format!("worker-{:056x}-01000000-4343.out", 0xbeef));
+    let lines: String = (0..50).map(|i| format!("before truncation {i}\n")).collect();
+    write(&path, &lines);
+    let mut got = rig.round(Changes { everything: true, ..Default::default() });
+    got.extend(settle(&mut rig, 50));
+    assert_eq!(got.len(), 50);
+    let read = |rig: &Rig| rig.source.metrics.lines_read.load(Relaxed);
+    assert_eq!(read(&rig), 50);
+    // Copy-truncate: the file is emptied in place, then written again from 0.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+    write(&path, "after 1\nafter 2\nafter 3\n");
+    let mut got = rig.round(Changes { paths: vec![path.clone()], everything: false });
+    got.extend(settle(&mut rig, 3));
+    assert_eq!(got, ["after 1", "after 2", "after 3"]);
+    assert_eq!(read(&rig), 53, "the replaced parser's 50 lines stay counted");
+}

@@ -7,6 +7,7 @@
 //! `allow_high_cardinality_labels = true`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -189,8 +190,10 @@ impl LokiRaw {
             p.add(key, "set basic_auth or bearer_token, not both");
         }
         let client = build_client(&self.tls, timeout(&self.timeout, key, p), key, p).unwrap_or_default();
-        let max_line_bytes =
-            self.max_line_bytes.as_ref().map_or(LOKI_MAX_LINE, |v| v.get(&format!("{key}.max_line_bytes"), p));
+        let max_line_bytes = self
+            .max_line_bytes
+            .as_ref()
+            .map_or(LOKI_MAX_LINE, |v| v.get(&format!("{key}.max_line_bytes"), 0..=u64::MAX, p));
         if !(1024..=LOKI_MAX_LINE * 64).contains(&max_line_bytes) {
             p.add(
                 &format!("{key}.max_line_bytes"),
@@ -200,26 +203,29 @@ impl LokiRaw {
             );
         }
         let day = std::time::Duration::from_secs(86_400);
-        let reject_old_after =
-            self.reject_old_after.as_ref().map_or(7 * day, |v| v.get(&format!("{key}.reject_old_after"), p));
+        let reject_old_after = self
+            .reject_old_after
+            .as_ref()
+            .map_or(7 * day, |v| v.get(&format!("{key}.reject_old_after"), Duration::ZERO..=Duration::MAX, p));
         if reject_old_after < std::time::Duration::from_secs(3600) || reject_old_after > 3650 * day {
             p.add(
                 &format!("{key}.reject_old_after"),
                 "must be between 1h and 3650d (match Loki's limits_config.reject_old_samples_max_age)",
             );
         }
-        let reject_future_after = self
-            .reject_future_after
-            .as_ref()
-            .map_or(std::time::Duration::from_secs(600), |v| v.get(&format!("{key}.reject_future_after"), p));
+        let reject_future_after = self.reject_future_after.as_ref().map_or(std::time::Duration::from_secs(600), |v| {
+            v.get(&format!("{key}.reject_future_after"), Duration::ZERO..=Duration::MAX, p)
+        });
         if reject_future_after > day {
             p.add(
                 &format!("{key}.reject_future_after"),
                 "must be at most 1d (match Loki's limits_config.creation_grace_period)",
             );
         }
-        let pace =
-            self.max_bytes_per_second.as_ref().map_or(3 << 20, |v| v.get(&format!("{key}.max_bytes_per_second"), p));
+        let pace = self
+            .max_bytes_per_second
+            .as_ref()
+            .map_or(3 << 20, |v| v.get(&format!("{key}.max_bytes_per_second"), 0..=1 << 40, p));
         if (1..1024).contains(&pace) {
             p.add(&format!("{key}.max_bytes_per_second"), "must be 0 (unpaced) or at least 1KiB");
         }

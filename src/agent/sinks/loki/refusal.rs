@@ -124,7 +124,7 @@ fn go_time(s: &str) -> Option<i64> {
     };
     let hhmm: i64 = zone.get(1..5)?.parse().ok()?;
     let offset = sign * ((hhmm / 100) * 3600 + (hhmm % 100) * 60);
-    Some(utc - offset * 1_000_000_000)
+    utc.checked_sub(offset * 1_000_000_000)
 }
 
 #[cfg(test)]
