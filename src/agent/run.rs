@@ -1,6 +1,7 @@
 //! Wiring and lifecycle of `raylog ship`: start every stage, stop them in order.
 //!
-//! Shutdown (SIGTERM/SIGINT, or the end of `--once`) flows downstream: the reader
+//! Shutdown (SIGTERM/SIGINT, a sink with nobody left to deliver to, or the end of
+//! `--once`) flows downstream: the reader
 //! stops, cuts its last batch and drops its [`Dispatcher`], which closes the sink
 //! channels; sinks drain what they hold and drop their ack senders; the ack tracker
 //! then saves the final checkpoints. On a signal, sinks get `retry.shutdown_grace` to
@@ -57,6 +58,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     let recycler = Recycler::new(4 * cfg.batch.max_bytes);
     let mut sink_txs = vec![];
     let mut sink_tasks = vec![];
+    let stop = Arc::new(tokio::sync::Notify::new());
     for (index, sc) in cfg.sinks.iter().enumerate() {
         let sink = SinkImpl::new(sc).with_context(|| format!("sink {:?}", sc.name()))?;
         let (tx, rx) = mpsc::channel(per_sink);
@@ -73,6 +75,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
             give_up: give_up.clone(),
             recycler: recycler.clone(),
             dead_logged: Default::default(),
+            stop: stop.clone(),
         })));
     }
     drop(ack_tx);
@@ -93,6 +96,7 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     let signalled = tokio::select! {
         r = reader => { r.context("the reader thread panicked")?; false }
         _ = shutdown_signal() => true,
+        _ = stop.notified() => true,
     };
     if signalled {
         tracing::info!(grace = ?cfg.retry.shutdown_grace, "stopping: no more reading; delivering what was read");
@@ -126,8 +130,11 @@ fn report_dead_letters(metrics: &Metrics, dead: &DeadLetter) {
         }
         let total: u64 = counts.iter().map(|c| c.0).sum();
         let by_reason: Vec<String> = counts.iter().map(|(n, r)| format!("{n} {}", r.as_str())).collect();
-        eprintln!(
-            "raylog: {total} record(s) were not shipped to sink {:?} and are in {} instead ({}); each line there gives the reason and the setting to change",
+        // Through the log, not eprintln!, so that `--log-format json` stays parseable.
+        tracing::warn!(
+            sink = %m.name,
+            path = %dead.path().display(),
+            "{total} record(s) were not shipped to sink {:?} and are in {} instead ({}); each line there gives the reason and the setting to change",
             m.name,
             dead.path().display(),
             by_reason.join(", ")

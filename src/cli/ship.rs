@@ -19,7 +19,8 @@ Without --config it reads /tmp/ray and prints NDJSON to stdout.",
     after_help = "Examples:\n  \
 raylog ship --config /etc/raylog/raylog.toml\n  \
 raylog ship --once --config backfill.toml      # read everything, deliver, exit 0\n  \
-raylog ship --path ./ray-logs --state-dir /tmp/raylog-state --once   # no config file: stdout\n\n\
+raylog ship --path ./ray-logs --state-dir /tmp/raylog-state --once   # no config file: stdout\n  \
+RAYLOG_LOG_FORMAT=json raylog ship --config raylog.toml   # raylog's own logs as JSON lines\n\n\
 Signals: SIGTERM/SIGINT stop reading, deliver within retry.shutdown_grace, save checkpoints, exit 0."
 )]
 pub struct ShipArgs {
@@ -38,11 +39,23 @@ pub struct ShipArgs {
     /// Log level of raylog's own logs (error, warn, info, debug), or a RUST_LOG filter.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     pub log_level: String,
+    /// Form of raylog's own log lines on stderr: `text` for people (coloured only on
+    /// a terminal, and not with NO_COLOR set), `json` (one object per line, with
+    /// `timestamp`, `level`, `message` and the fields) for a log pipeline.
+    #[arg(long, value_name = "FORMAT", env = "RAYLOG_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// How raylog writes its own log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Runs `raylog ship`.
 pub fn run(a: ShipArgs) -> Result<u8> {
-    init_logging(&a.log_level);
+    init_logging(&a.log_level, a.log_format);
     let (_, mut cfg) = match &a.config {
         Some(path) => config::load(path)?,
         None => config::default_config(),
@@ -58,10 +71,18 @@ pub fn run(a: ShipArgs) -> Result<u8> {
 }
 
 /// raylog's own logs go to stderr (stdout may carry records), filtered by `level`.
-pub fn init_logging(level: &str) {
+/// Escape codes only on a terminal: `kubectl logs` and Loki get plain text.
+pub fn init_logging(level: &str, format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let _ = match format {
+        LogFormat::Text => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            fmt.with_ansi(std::io::stderr().is_terminal() && !no_color).try_init()
+        }
+        LogFormat::Json => fmt.json().flatten_event(true).with_ansi(false).try_init(),
+    };
 }

@@ -486,9 +486,15 @@ fn ship_to_a_closed_stdout_exits() {
         .arg(&cfg)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
+        s
+    });
     let mut first = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert!(first.starts_with('{'), "{first}");
@@ -505,4 +511,44 @@ fn ship_to_a_closed_stdout_exits() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");
+    // The orderly shutdown ran (a process::exit in the sink would skip it).
+    let log = log.join().unwrap();
+    assert!(log.contains("stdout was closed by its reader") && log.contains("checkpoints saved"), "{log}");
+}
+
+/// raylog's own log lines as `kubectl logs` and a log pipeline see them: no escape
+/// codes off a terminal, and with `RAYLOG_LOG_FORMAT=json` (or `--log-format json`)
+/// one JSON object per line.
+#[test]
+fn own_logs_are_plain_off_a_terminal_and_json_on_request() {
+    let run = |tag: &str, envs: &[(&str, &str)], args: &[&str]| {
+        let tmp = TempDir::new(tag);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_raylog"));
+        cmd.args(["ship", "--once", "--path"]).arg(fixture("ray-2.60-text")).arg("--state-dir").arg(tmp.0.join("st"));
+        cmd.args(args).env_remove("RAYLOG_LOG_FORMAT").env_remove("NO_COLOR").env_remove("RUST_LOG");
+        cmd.envs(envs.iter().copied());
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let text = run("log-text", &[], &[]);
+    assert!(text.contains("checkpoints saved"), "{text}");
+    assert!(!text.contains('\x1b'), "escape codes in a pipe: {text:?}");
+    for (tag, envs, args) in [
+        ("log-json-env", &[("RAYLOG_LOG_FORMAT", "json")][..], &[][..]),
+        ("log-json-flag", &[], &["--log-format", "json"]),
+    ] {
+        let json = run(tag, envs, args);
+        let lines: Vec<Value> = json
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{tag}: not JSON ({e}): {l}")))
+            .collect();
+        let bye = lines.iter().find(|v| s(v, "message") == Some("checkpoints saved; bye")).expect("the last line");
+        assert_eq!(s(bye, "level"), Some("INFO"));
+        assert!(bye["entries"].as_u64().is_some_and(|n| n > 0), "fields are members: {bye}");
+        assert!(bye["timestamp"].is_string());
+    }
+    let bad = raylog(["ship", "--log-format", "xml"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("--log-format") && bad.stderr.contains("json"), "{}", bad.stderr);
 }

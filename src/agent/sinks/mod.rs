@@ -32,6 +32,9 @@ pub enum SendError {
     Throttled(String, Duration),
     /// The sink refused the whole request for good.
     Permanent(String),
+    /// Nobody is left to deliver to (stdout's reader went away): the agent stops the
+    /// way it does on SIGTERM, and what was not delivered keeps its checkpoint back.
+    Gone(String),
 }
 
 /// Why a record went to the dead-letter file: a small fixed set, so it can label
@@ -172,6 +175,8 @@ pub struct SinkTask {
     pub recycler: crate::agent::batch::Recycler,
     /// When dead letters of each [`DeadReason`] were last logged, and how many since.
     pub dead_logged: [(Option<Instant>, u64); 4],
+    /// Asks the agent to stop, as a signal would (see [`SendError::Gone`]).
+    pub stop: Arc<tokio::sync::Notify>,
 }
 
 /// Dead letters of one reason are logged at most this often (the counter and the
@@ -236,6 +241,11 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                     None => (0..batch.len() as u32).map(|i| (i, DeadReason::Rejected, reason.clone())).collect(),
                 };
                 return dead_letter(t, batch, &all).await;
+            }
+            Err(SendError::Gone(reason)) => {
+                tracing::info!(sink = %t.name, %reason, "nothing left to deliver to; stopping");
+                t.stop.notify_one();
+                return false;
             }
             Err(SendError::Transient(reason)) => log_retry(t, &reason, &mut logged),
             Err(SendError::Throttled(reason, wait)) => {

@@ -4,7 +4,8 @@
 //! nothing else installed. Writes are synchronous and flushed per batch: a batch is
 //! acknowledged only once its bytes are handed to the OS. When stdout's reader goes
 //! away (`raylog ship --once | head`), there is nobody left to deliver to: the agent
-//! exits quietly, as other Unix tools do, and the unacknowledged batches keep their
+//! stops quietly, as other Unix tools do, through the same orderly shutdown as on
+//! SIGTERM (checkpoints saved, exit 0), and the undelivered batches keep their
 //! checkpoints back for the next run.
 
 use std::io::Write;
@@ -44,8 +45,7 @@ impl StdoutSink {
         let written = self.out.write_all(&self.buf).and_then(|_| self.out.flush());
         if let Err(e) = written {
             if self.is_stdout && e.kind() == std::io::ErrorKind::BrokenPipe {
-                tracing::info!("stdout was closed by its reader; stopping");
-                std::process::exit(0);
+                return Err(SendError::Gone("stdout was closed by its reader".into()));
             }
             return Err(SendError::Transient(format!("write failed: {e}")));
         }

@@ -115,6 +115,7 @@ impl EsSink {
                     out.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, reason.clone())));
                     continue;
                 }
+                Err(gone @ SendError::Gone(_)) => return Err(gone),
             };
             bytes += n;
             match answer {

@@ -97,6 +97,7 @@ impl LokiSink {
                             d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, w.clone())));
                             continue;
                         }
+                        gone @ SendError::Gone(_) => return Err(gone),
                     };
                     d.retry.extend_from_slice(&part);
                     d.retry.extend(todo.drain(..).flatten());
