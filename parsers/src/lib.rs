@@ -22,6 +22,7 @@ pub mod formats;
 pub mod id;
 pub mod ids_in_text;
 pub mod json;
+mod keyset;
 pub mod ndjson;
 pub mod parser;
 pub mod record;
