@@ -6,6 +6,7 @@
 //! ([`crate::ndjson`]) or copy what they need.
 
 use crate::classify::FileMeta;
+pub use crate::classify::Stream;
 use crate::id::Id;
 use crate::keyset::KeySet;
 use crate::time::Timestamp;
@@ -66,22 +67,6 @@ impl Level {
             b"FATAL" | b"CRITICAL" => Level::Fatal,
             _ => return None,
         })
-    }
-}
-
-/// Which standard stream a file captured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-impl Stream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
     }
 }
 
