@@ -10,7 +10,6 @@
 //! workers' files) is transparent.
 
 use crate::id::{Id, JOB_HEX, WORKER_HEX};
-use crate::record::Stream;
 
 /// The format family of a file, which decides how lines join into records and
 /// which line parsers apply.
@@ -39,6 +38,22 @@ impl FileKind {
     /// (timestamped logs) rather than starting its own (stdout-like files).
     pub fn headered(self) -> bool {
         matches!(self, FileKind::Cpp | FileKind::PythonComponent | FileKind::Serve)
+    }
+}
+
+/// Which standard stream a file captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
     }
 }
 
@@ -73,7 +88,7 @@ impl FileMeta {
     /// The fields above must not change after this is first called.
     pub fn json_members(&self) -> &[u8] {
         self.json_members.get_or_init(|| {
-            use crate::ndjson::write_str;
+            use crate::json_str::write_str;
             let mut v = Vec::with_capacity(128);
             v.extend_from_slice(b"\"component\":");
             write_str(&mut v, &self.component);

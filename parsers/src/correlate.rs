@@ -175,8 +175,7 @@ impl Correlator {
                 if let Some(t) = newest_time(file, bytes, &self.zone) {
                     self.note_worker_time(w, t);
                 }
-                for pos in memchr::memmem::find_iter(bytes, b"Creating actor") {
-                    let line = line_at(bytes, pos);
+                for line in lines_containing(bytes, b"Creating actor") {
                     let mut ids = Ids::default();
                     ids_of_line(line, &mut ids);
                     if let Some(a) = ids.actor_id {
@@ -194,9 +193,9 @@ impl Correlator {
             }
             "gcs_server" | "raylet" => {
                 for phrase in HOSTING_PHRASES {
-                    for pos in memchr::memmem::find_iter(bytes, phrase.as_bytes()) {
+                    for line in lines_containing(bytes, phrase.as_bytes()) {
                         let mut ids = Ids::default();
-                        ids_of_line(line_at(bytes, pos), &mut ids);
+                        ids_of_line(line, &mut ids);
                         if let (Some(w), Some(a)) = (ids.worker_id, ids.actor_id) {
                             self.link(w, a);
                         }
@@ -235,11 +234,21 @@ fn newest_time(file: &FileMeta, bytes: &[u8], zone: &Zone) -> Option<Timestamp> 
     newest.max(from_cpp)
 }
 
-/// The whole line around a match at `pos`.
-fn line_at(bytes: &[u8], pos: usize) -> &str {
-    let start = memchr::memrchr(b'\n', &bytes[..pos]).map_or(0, |s| s + 1);
-    let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |e| pos + e);
-    std::str::from_utf8(&bytes[start..end]).unwrap_or("")
+/// Each line of `bytes` that contains `needle`, once, however often it occurs there.
+///
+/// The search resumes after the line it found: resuming after the match instead
+/// would measure and parse a line once per occurrence, which is quadratic in a long
+/// line that repeats the needle.
+fn lines_containing<'b>(bytes: &'b [u8], needle: &'b [u8]) -> impl Iterator<Item = &'b str> + 'b {
+    let finder = memchr::memmem::Finder::new(needle);
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let pos = from + finder.find(bytes.get(from..)?)?;
+        let start = memchr::memrchr(b'\n', &bytes[from..pos]).map_or(from, |s| from + s + 1);
+        let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |e| pos + e);
+        from = end + 1;
+        Some(std::str::from_utf8(&bytes[start..end]).unwrap_or(""))
+    })
 }
 
 /// Ids of one raw line: JSON members (`RAY_BACKEND_LOG_JSON=1`), `key=value` pairs, prose.
@@ -264,8 +273,7 @@ fn ids_of_line(line: &str, ids: &mut Ids) {
 /// `Setting node ID to: X`, or `[state-dump] NodeManager:\nNode ID: X`).
 pub fn node_id_from_raylet(bytes: &[u8]) -> Option<Id> {
     for needle in [&b"Setting node ID"[..], b"NodeManager server started", b"Node ID: "] {
-        for pos in memchr::memmem::find_iter(bytes, needle) {
-            let line = line_at(bytes, pos);
+        for line in lines_containing(bytes, needle) {
             let mut ids = Ids::default();
             ids_of_line(line, &mut ids);
             if ids.node_id.is_some() {
@@ -300,6 +308,21 @@ mod tests {
             c.prescan(&meta, format!("noise\n{line}\nmore\n").as_bytes());
             assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A, "{line}");
         }
+    }
+
+    #[test]
+    fn each_line_with_the_needle_is_seen_once() {
+        let text = b"a x x x\nno\nx\n\nxx tail x";
+        let got: Vec<&str> = lines_containing(text, b"x").collect();
+        assert_eq!(got, ["a x x x", "x", "xx tail x"]);
+        assert_eq!(lines_containing(b"x\n", b"x").collect::<Vec<_>>(), ["x"]);
+        assert_eq!(lines_containing(b"", b"x").count(), 0);
+        // A line repeating the phrase thousands of times still links its actor.
+        let meta = classify(&format!("python-core-worker-{W}_4610.log"), None);
+        let line = format!("[x] core_worker.cc:1: {}actor_id={A}\n", "Creating actor ".repeat(20_000));
+        let mut c = Correlator::new();
+        c.prescan(&meta, line.as_bytes());
+        assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A);
     }
 
     #[test]

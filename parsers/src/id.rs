@@ -1,6 +1,6 @@
 //! Ray ids: small hex strings held on the stack, and what their layout implies.
 //!
-//! Ray ids are hex renderings of little binary blobs (see `ray-log-formats.md`):
+//! Ray ids are hex renderings of little binary blobs (see the crate's `FORMATS.md`):
 //! JobID 4 bytes, ActorID 16 (12 unique + JobID), TaskID 24 (8 unique + ActorID),
 //! WorkerID/NodeID 28 (random). An id made only of `f` is Ray's nil value and is
 //! treated as absent everywhere. [`Id`] is `Copy` and never allocates, so the hot
@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-/// Hex lengths of each id kind.
+/// Hex length of a JobID.
 pub const JOB_HEX: usize = 8;
 /// Hex length of an ActorID.
 pub const ACTOR_HEX: usize = 32;
@@ -225,8 +225,8 @@ impl Id {
         Some(Id { len: n as u8, buf })
     }
 
-    /// The job an actor, task or driver-worker id names: its last 8 hex characters
-    /// for actor and task ids, its first 8 for a driver's worker id.
+    /// The job an actor or task id names: its last 8 hex characters. (A driver's
+    /// worker id names its job too, at the front: [`Id::job_of_driver_worker`].)
     pub fn job_of_actor_or_task(&self) -> Option<Id> {
         matches!(self.len(), ACTOR_HEX | TASK_HEX).then(|| self.suffix(JOB_HEX)).flatten()
     }

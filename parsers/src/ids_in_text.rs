@@ -65,7 +65,7 @@ impl IdKind {
 }
 
 /// Where the trailing ` key=value` pairs of `msg` start, and calls `f` for each pair
-/// (right to left). A pair is `[a-z_]+=` followed by a value without spaces. Stops at
+/// (right to left). A pair is `[a-z0-9_]+=` followed by a value without spaces. Stops at
 /// the first token that is not a pair.
 pub fn trailing_pairs<'a>(msg: &'a str, mut f: impl FnMut(&'a str, &'a str)) -> usize {
     let b = msg.as_bytes();

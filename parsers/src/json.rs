@@ -73,7 +73,7 @@ fn string_end(b: &[u8], i: usize) -> Result<(usize, bool), NotJson> {
     let mut j = i + 1;
     let mut esc = false;
     loop {
-        let k = crate::ndjson::next_escape(b, j).ok_or(NotJson)?;
+        let k = crate::json_str::next_escape(b, j).ok_or(NotJson)?;
         match b[k] {
             b'"' => return Ok((k + 1, esc)),
             b'\\' => {

@@ -13,7 +13,9 @@
 //!    worker hosts, so an actor's `print`s carry its `actor_id`.
 //! 4. [`ndjson`]: writes the [`record::Record`] as one JSON line.
 //!
-//! See `ray-log-formats.md`-style notes in each module for the shapes handled.
+//! The Ray log formats this relies on (file names, line shapes, times, id layouts,
+//! rotation) are described in the crate's `FORMATS.md`; each module's docs say which
+//! of them it handles and how.
 
 pub mod assemble;
 pub mod classify;
@@ -22,6 +24,8 @@ pub mod formats;
 pub mod id;
 pub mod ids_in_text;
 pub mod json;
+mod json_str;
+mod keyset;
 pub mod ndjson;
 pub mod parser;
 pub mod record;

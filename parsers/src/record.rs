@@ -6,7 +6,9 @@
 //! ([`crate::ndjson`]) or copy what they need.
 
 use crate::classify::FileMeta;
+pub use crate::classify::Stream;
 use crate::id::Id;
+use crate::keyset::KeySet;
 use crate::time::Timestamp;
 
 /// Severity, normalised across Ray's spellings (`I`, `INFO`, `info`, `WARN`...).
@@ -68,22 +70,6 @@ impl Level {
     }
 }
 
-/// Which standard stream a file captured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-impl Stream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
-
 /// An extra key/value pair under the record's `fields` object.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum FieldValue<'a> {
@@ -103,18 +89,25 @@ pub struct Field<'a> {
 /// Inline capacity for extracted fields; more spill to the heap.
 pub const INLINE_FIELDS: usize = 6;
 
+/// Up to this many pairs, a repeated key is found by comparing with each pair: a
+/// record has a handful, and building an index would allocate per record. Past it
+/// an index takes over, so a line with many keys is parsed in linear time.
+const SCAN_FIELDS: usize = 16;
+
 /// Extracted pairs, held inline in the common case.
 #[derive(Clone, Debug, Default)]
 pub struct Fields<'a> {
     inline: [Option<Field<'a>>; INLINE_FIELDS],
     len: usize,
     spill: Vec<Field<'a>>,
+    /// Positions of the keys, once there are more than [`SCAN_FIELDS`] pairs.
+    index: KeySet,
 }
 
 impl<'a> Fields<'a> {
     /// Appends a pair; a repeated key keeps its first value.
     pub fn push(&mut self, key: &'a str, value: FieldValue<'a>) {
-        if self.iter().any(|f| f.key == key) {
+        if !self.claim(key) {
             return;
         }
         let f = Field { key, value };
@@ -124,6 +117,34 @@ impl<'a> Fields<'a> {
         } else {
             self.spill.push(f);
         }
+    }
+
+    /// False when `key` is already there; else notes it in the index (building the
+    /// index when the pair about to be added is one too many to scan).
+    fn claim(&mut self, key: &'a str) -> bool {
+        let at = self.count();
+        if self.index.is_empty() {
+            if self.iter().any(|f| f.key == key) {
+                return false;
+            }
+            if at < SCAN_FIELDS {
+                return true;
+            }
+        }
+        let Fields { inline, spill, index, .. } = self;
+        if index.is_empty() {
+            for p in 0..at as u32 {
+                let fresh = index.insert(key_of(inline, spill, p), p, |p| key_of(inline, spill, p));
+                debug_assert!(fresh.is_ok());
+            }
+        }
+        // Positions are u32: a record holds far fewer than 4 billion pairs.
+        index.insert(key, at as u32, |p| key_of(inline, spill, p)).is_ok()
+    }
+
+    /// Number of pairs.
+    fn count(&self) -> usize {
+        self.len + self.spill.len()
     }
 
     /// All pairs in insertion order.
@@ -137,8 +158,21 @@ impl<'a> Fields<'a> {
 
     /// Looks a key up.
     pub fn get(&self, key: &str) -> Option<FieldValue<'a>> {
-        self.iter().find(|f| f.key == key).map(|f| f.value)
+        if self.index.is_empty() {
+            return self.iter().find(|f| f.key == key).map(|f| f.value);
+        }
+        let at = self.index.get(key, |p| key_of(&self.inline, &self.spill, p))? as usize;
+        let f = if at < INLINE_FIELDS { self.inline[at].as_ref() } else { self.spill.get(at - INLINE_FIELDS) };
+        f.map(|f| f.value)
     }
+}
+
+/// The key of the pair at position `p` of a [`Fields`] (split into its parts so the
+/// index can be borrowed mutably meanwhile).
+fn key_of<'k>(inline: &'k [Option<Field<'_>>], spill: &'k [Field<'_>], p: u32) -> &'k str {
+    let p = p as usize;
+    let f = if p < INLINE_FIELDS { inline[p].as_ref() } else { spill.get(p - INLINE_FIELDS) };
+    f.map_or("", |f| f.key)
 }
 
 /// The Ray ids a record is tagged with.
@@ -213,5 +247,60 @@ impl Record<'_> {
     /// The schema's `component` value.
     pub fn component(&self) -> &str {
         &self.file.component
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(f: &Fields<'_>) -> Vec<String> {
+        f.iter().map(|f| f.key.to_string()).collect()
+    }
+
+    #[test]
+    fn first_value_of_a_repeated_key_wins_at_every_size() {
+        for n in [1, INLINE_FIELDS, SCAN_FIELDS, SCAN_FIELDS + 1, 1000] {
+            let names: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+            let mut f = Fields::default();
+            for (i, k) in names.iter().enumerate() {
+                f.push(k, FieldValue::Json(if i % 2 == 0 { "first" } else { "1st" }));
+            }
+            // Every key again, and some twice more, in another order.
+            for k in names.iter().rev().chain(names.iter().step_by(3)) {
+                f.push(k, FieldValue::Str("later"));
+            }
+            assert_eq!(keys(&f), names, "n = {n}: insertion order, no repeats");
+            for (i, k) in names.iter().enumerate() {
+                let want = FieldValue::Json(if i % 2 == 0 { "first" } else { "1st" });
+                assert_eq!(f.get(k), Some(want), "n = {n}, {k}");
+            }
+            assert_eq!(f.get("absent"), None);
+        }
+    }
+
+    #[test]
+    fn eighty_thousand_distinct_keys_all_survive() {
+        let names: Vec<String> = (0..80_000).map(|i| format!("key_{i}")).collect();
+        let mut f = Fields::default();
+        for k in &names {
+            f.push(k, FieldValue::Str(k));
+        }
+        assert_eq!(f.iter().count(), names.len());
+        assert!(f.iter().zip(&names).all(|(got, want)| got.key == want && got.value == FieldValue::Str(want)));
+        assert_eq!(f.get("key_79999"), Some(FieldValue::Str("key_79999")));
+        assert_eq!(f.get("key_80000"), None);
+    }
+
+    #[test]
+    fn keys_that_are_prefixes_or_empty_stay_distinct() {
+        let names = ["", "a", "ab", "abcdefgh", "abcdefghi", "abcdefgh\0"];
+        let mut f = Fields::default();
+        for _ in 0..3 {
+            for (i, k) in names.iter().cycle().take(SCAN_FIELDS * 2).enumerate() {
+                f.push(k, FieldValue::Json(["0", "1", "2"][i % 3]));
+            }
+        }
+        assert_eq!(keys(&f), names);
     }
 }

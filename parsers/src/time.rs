@@ -44,10 +44,11 @@ impl Zone {
         jiff::tz::TimeZone::get(name).map(Zone::Tz).map_err(|e| err(e.to_string()))
     }
 
-    /// Converts a naive civil time to UTC nanoseconds.
+    /// Converts a naive civil time to UTC nanoseconds; `None` when the instant is
+    /// outside what a [`Timestamp`] holds (1677–2262) or does not exist in the zone.
     pub fn to_utc(&self, c: Civil) -> Option<Timestamp> {
         match self {
-            Zone::Utc => Some(c.as_utc()),
+            Zone::Utc => c.as_utc(),
             Zone::Tz(tz) => {
                 let dt = jiff::civil::DateTime::new(
                     c.year as i16,
@@ -60,7 +61,7 @@ impl Zone {
                 )
                 .ok()?;
                 let z = dt.to_zoned(tz.clone()).ok()?;
-                Some(Timestamp(z.timestamp().as_nanosecond() as i64))
+                Timestamp::from_nanos_i128(z.timestamp().as_nanosecond())
             }
         }
     }
@@ -87,12 +88,39 @@ pub struct Civil {
 }
 
 impl Civil {
-    fn as_utc(&self) -> Timestamp {
+    /// The instant as UTC, checked: years outside 1677–2262 overflow `i64`
+    /// nanoseconds, and a wrapped product would be a wrong time, not a missing one.
+    fn as_utc(&self) -> Option<Timestamp> {
         let days = cached_days(self.year, self.month, self.day);
         let secs = days * 86_400 + (self.hour * 3600 + self.minute * 60 + self.second) as i64;
-        Timestamp(secs * 1_000_000_000 + self.nanos as i64)
+        secs.checked_mul(NANOS_PER_SEC)?.checked_add(self.nanos as i64).map(Timestamp)
     }
 }
+
+const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+/// The unit of a number of time units since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpochUnit {
+    Seconds,
+    Millis,
+    Nanos,
+}
+
+impl EpochUnit {
+    fn nanos(self) -> i64 {
+        match self {
+            EpochUnit::Seconds => NANOS_PER_SEC,
+            EpochUnit::Millis => 1_000_000,
+            EpochUnit::Nanos => 1,
+        }
+    }
+}
+
+/// A number that reads as a time but falls outside what a [`Timestamp`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("time outside 1677-09-21..2262-04-11, which nanoseconds in an i64 cannot hold")]
+pub struct OutOfRange;
 
 #[inline]
 fn digits(b: &[u8]) -> Option<u32> {
@@ -179,10 +207,14 @@ fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
+/// (year, month, day) of the proleptic Gregorian date `day` days after 1970-01-01
+/// (negative before it), by Howard Hinnant's algorithm: the inverse of the day
+/// count naive times are read with, shared with the Elasticsearch sink's daily
+/// index names so both agree on what day a time falls on.
+pub fn civil_from_days(day: i64) -> (i64, u32, u32) {
+    let z = day + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
@@ -192,9 +224,35 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 impl Timestamp {
-    /// From whole seconds since the epoch.
+    /// From whole seconds since the epoch, saturating at the ends of the range (for
+    /// times that are known to be sane, such as file mtimes; log content goes through
+    /// [`Timestamp::parse_epoch`]).
     pub fn from_secs(s: i64) -> Timestamp {
-        Timestamp(s.saturating_mul(1_000_000_000))
+        Timestamp(s.saturating_mul(NANOS_PER_SEC))
+    }
+
+    /// From nanoseconds as `i128` (jiff's unit), `None` outside the `i64` range.
+    fn from_nanos_i128(ns: i128) -> Option<Timestamp> {
+        i64::try_from(ns).ok().map(Timestamp)
+    }
+
+    /// Reads a JSON number (or its text in a string: the quotes are the caller's to
+    /// strip) of `unit`s since the epoch: an integer, or a decimal such as events'
+    /// float seconds. `None` when `s` is not a number, [`OutOfRange`] when it is one
+    /// that no `Timestamp` can hold; never a wrapped or saturated time.
+    pub fn parse_epoch(s: &str, unit: EpochUnit) -> Option<Result<Timestamp, OutOfRange>> {
+        if let Some(exact) = parse_decimal(s, unit) {
+            return Some(exact);
+        }
+        // Exponents (`1.7e9`) and other spellings Rust reads: in floating point.
+        let f = s.parse::<f64>().ok().filter(|f| !f.is_nan())?;
+        let ns = f * unit.nanos() as f64;
+        // `as` would saturate silently; i64::MAX as f64 rounds up to 2^63, excluded.
+        if ns >= -(2f64.powi(63)) && ns < 2f64.powi(63) {
+            Some(Ok(Timestamp(ns as i64)))
+        } else {
+            Some(Err(OutOfRange))
+        }
     }
 
     /// Writes RFC 3339 UTC into `out`: milliseconds when the sub-millisecond part
@@ -232,7 +290,7 @@ impl Timestamp {
     /// `zone`), e.g. for `--since`.
     pub fn parse_flexible(s: &str, zone: &Zone) -> Option<Timestamp> {
         if let Ok(ts) = s.parse::<jiff::Timestamp>() {
-            return Some(Timestamp(ts.as_nanosecond() as i64));
+            return Timestamp::from_nanos_i128(ts.as_nanosecond());
         }
         let b = s.as_bytes();
         if b.len() == 10 {
@@ -245,6 +303,23 @@ impl Timestamp {
             _ => None,
         }
     }
+}
+
+/// `[-]digits[.digits]` of `unit`s as an exact instant (digits below a nanosecond
+/// are dropped); `None` when `s` has another shape.
+fn parse_decimal(s: &str, unit: EpochUnit) -> Option<Result<Timestamp, OutOfRange>> {
+    let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let unit = unit.nanos() as i128;
+    // More than i128's 38 digits is out of range anyway.
+    let whole = int.parse::<i128>().ok().and_then(|n| n.checked_mul(unit));
+    let frac = &frac[..frac.len().min(18)];
+    let part = frac.parse::<i128>().map_or(0, |f| f * unit / 10i128.pow(frac.len() as u32));
+    let ns = whole.and_then(|w| w.checked_add(part)).map(|n| if neg { -n } else { n });
+    Some(ns.and_then(Timestamp::from_nanos_i128).ok_or(OutOfRange))
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` of a second since the epoch, cached per thread: records
@@ -310,6 +385,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn days_to_dates_and_back() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_453), (2025, 12, 31));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(-719_468), (0, 3, 1));
+        for day in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(y as i32, m, d), day, "{y}-{m}-{d}");
+        }
+    }
+
+    #[test]
     fn parse_and_print() {
         let (c, n) = parse_civil(b"2026-11-30 09:05:33,150 I").unwrap();
         assert_eq!(n, 23);
@@ -339,6 +427,58 @@ mod tests {
         for bad in [&b"20x6-11-30 09:05:33"[..], b"2026-1/-30 09:05:33", b"2026-11-30 09:0:-33", b"2026-11-30 09:05:3 "]
         {
             assert!(parse_civil(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn civil_times_outside_i64_nanoseconds_are_none_not_wrapped() {
+        let paris = Zone::parse("Europe/Paris").unwrap();
+        for t in
+            [&b"2300-01-01 00:00:00,000"[..], b"1600-01-01 00:00:00", b"9999-12-31 23:59:59", b"0000-01-01 00:00:00"]
+        {
+            let (c, _) = parse_civil(t).unwrap();
+            assert_eq!(Zone::Utc.to_utc(c), None, "{}", String::from_utf8_lossy(t));
+            assert_eq!(paris.to_utc(c), None, "{}", String::from_utf8_lossy(t));
+        }
+        // The last whole second each end still fits.
+        let (c, _) = parse_civil(b"2262-04-11 23:47:16").unwrap();
+        assert_eq!(Zone::Utc.to_utc(c).unwrap().to_rfc3339(), "2262-04-11T23:47:16.000Z");
+        let (c, _) = parse_civil(b"1677-09-21 00:12:44").unwrap();
+        assert_eq!(Zone::Utc.to_utc(c).unwrap().to_rfc3339(), "1677-09-21T00:12:44.000Z");
+        let (c, _) = parse_civil(b"2262-04-11 23:47:17").unwrap();
+        assert_eq!(Zone::Utc.to_utc(c), None);
+        assert_eq!(Timestamp::parse_flexible("2300-01-01T00:00:00Z", &Zone::Utc), None);
+        assert_eq!(Timestamp::parse_flexible("2300-01-01", &paris), None);
+    }
+
+    #[test]
+    fn epoch_numbers_are_checked() {
+        use EpochUnit::*;
+        let ok = |s, u| Timestamp::parse_epoch(s, u).unwrap().unwrap();
+        assert_eq!(ok("1796029537", Seconds).to_rfc3339(), "2026-11-30T09:05:37.000Z");
+        assert_eq!(ok("1796029537.25", Seconds).to_rfc3339(), "2026-11-30T09:05:37.250Z");
+        assert_eq!(ok("1796029537250", Millis).to_rfc3339(), "2026-11-30T09:05:37.250Z");
+        assert_eq!(ok("-1", Nanos), Timestamp(-1));
+        assert_eq!(ok("-1.5", Seconds), Timestamp(-1_500_000_000));
+        assert_eq!(ok("0.0000000019", Seconds), Timestamp(1), "below a nanosecond is dropped");
+        assert_eq!(ok("1.7e9", Seconds), Timestamp::from_secs(1_700_000_000));
+        assert_eq!(ok("9223372036854775807", Nanos), Timestamp(i64::MAX));
+        assert_eq!(ok("-9223372036854775808", Nanos), Timestamp(i64::MIN));
+        for (s, u) in [
+            ("9223372036854775808", Nanos),
+            ("-9223372036854775809", Nanos),
+            ("10413792000", Seconds),
+            ("-11676096000", Seconds),
+            ("10413792000000", Millis),
+            ("1e300", Seconds),
+            ("-1.5e10", Seconds),
+            ("Infinity", Seconds),
+            ("99999999999999999999999999999999999999999999", Nanos),
+        ] {
+            assert_eq!(Timestamp::parse_epoch(s, u), Some(Err(OutOfRange)), "{s}");
+        }
+        for s in ["", "-", "NaN", "soon", "12:00"] {
+            assert_eq!(Timestamp::parse_epoch(s, Seconds), None, "{s:?}");
         }
     }
 

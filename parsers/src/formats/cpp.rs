@@ -62,7 +62,7 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     if let Some(src) = source {
         d.fields.push("source", FieldValue::Str(src));
     }
-    d.timestamp = cx.zone.to_utc(civil);
+    d.civil_time(cx.zone, civil);
     d.level = Some(level);
     d.message = &rest[msg_start..];
     let first = &rest[msg_start..first_end];

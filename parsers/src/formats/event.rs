@@ -10,7 +10,7 @@ use super::{Draft, ParseCtx};
 use crate::ids_in_text::scan_prose;
 use crate::json::{members, Value};
 use crate::record::{FieldValue, Level};
-use crate::time::{parse_civil, Timestamp};
+use crate::time::{parse_civil, EpochUnit};
 
 /// Parses one event. Returns false when `text` is not a JSON object.
 pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
@@ -21,13 +21,12 @@ pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &
         "custom_fields" => custom = Some(v.raw()),
         "severity" => d.level = v.plain_str().and_then(|s| Level::from_name(s.as_bytes())),
         "timestamp" => {
-            if let Ok(s) = v.raw().trim_matches('"').parse::<f64>() {
-                d.timestamp = Some(Timestamp((s * 1e9) as i64));
-            }
+            // Seconds, possibly with a fraction.
+            d.epoch_time(v.raw(), EpochUnit::Seconds);
         }
         "time_stamp" => {
             if let Some((c, _)) = v.plain_str().and_then(|s| parse_civil(s.as_bytes())) {
-                d.timestamp = cx.zone.to_utc(c);
+                d.civil_time(cx.zone, c);
             }
         }
         "pid" => d.pid = v.raw().trim_matches('"').parse().ok(),

@@ -12,7 +12,7 @@ use crate::id::id_from_base64;
 use crate::ids_in_text::IdKind;
 use crate::json::{members, Value};
 use crate::record::{FieldValue, Ids};
-use crate::time::Timestamp;
+use crate::time::EpochUnit;
 use std::fmt::Write;
 
 /// Members of `event_data` worth showing in the message.
@@ -26,7 +26,7 @@ pub fn parse<'a>(text: &'a str, scratch: &'a mut String, d: &mut Draft<'a>) -> b
     let parsed = members(text, |k, v| match k {
         "event_data" => data = Some(v.raw()),
         "source_type" => source = v.plain_str().unwrap_or(""),
-        "timestamp" => d.timestamp = v.raw().trim_matches('"').parse().ok().map(Timestamp::from_secs),
+        "timestamp" => d.epoch_time(v.raw(), EpochUnit::Seconds),
         _ => d.fields.push(k, v.to_field()),
     });
     if parsed.is_err() {

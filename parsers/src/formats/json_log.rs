@@ -9,22 +9,22 @@
 use super::{Draft, ParseCtx};
 use crate::json::{members, unescape_into, Value};
 use crate::record::Level;
-use crate::time::{parse_civil, Timestamp};
+use crate::time::{parse_civil, EpochUnit};
 
 /// Parses one JSON log object. Returns false when `text` is not a JSON object.
 pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     let mut message: Option<Value<'a>> = None;
     let mut exc: Option<Value<'a>> = None;
-    let mut ns: Option<i64> = None;
+    let mut ns: Option<&'a str> = None;
     let parsed = members(text, |k, v| match k {
         "message" | "msg" => message = Some(v),
         "exc_text" | "exc_info" => exc = Some(v),
         "asctime" => {
-            if let Some(c) = v.plain_str().and_then(|s| parse_civil(s.as_bytes())) {
-                d.timestamp = cx.zone.to_utc(c.0);
+            if let Some((c, _)) = v.plain_str().and_then(|s| parse_civil(s.as_bytes())) {
+                d.civil_time(cx.zone, c);
             }
         }
-        "timestamp_ns" => ns = v.raw().trim_matches('"').parse().ok(),
+        "timestamp_ns" => ns = Some(v.raw()),
         // C++ JSON logging writes spdlog's letter (`I`), Python the name (`INFO`).
         "levelname" | "level" | "severity" => {
             d.level = d.level.or_else(|| {
@@ -45,8 +45,9 @@ pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &
     if parsed.is_err() {
         return false;
     }
+    // The precise time wins over `asctime`, wherever it is in the object.
     if let Some(ns) = ns {
-        d.timestamp = Some(Timestamp(ns));
+        d.epoch_time(ns, EpochUnit::Nanos);
     }
     d.message = join_message(message, exc, scratch);
     true

@@ -18,7 +18,7 @@ use crate::classify::FileKind;
 use crate::id::Id;
 use crate::ids_in_text::IdKind;
 use crate::record::{FieldValue, Fields, Ids, Level};
-use crate::time::{Timestamp, Zone};
+use crate::time::{Civil, EpochUnit, OutOfRange, Timestamp, Zone};
 
 /// What a format parser extracts from one record.
 #[derive(Debug, Default)]
@@ -31,9 +31,42 @@ pub struct Draft<'a> {
     pub task_name: Option<&'a str>,
     pub actor_name: Option<&'a str>,
     pub fields: Fields<'a>,
+    /// A time written on the record was dropped because no [`Timestamp`] can hold
+    /// it (see [`crate::time::OutOfRange`]).
+    pub time_out_of_range: bool,
 }
 
 impl<'a> Draft<'a> {
+    /// Takes the time a record writes as a civil time; one the zone cannot turn into
+    /// a [`Timestamp`] (out of range) is dropped and flagged, never wrapped.
+    pub fn civil_time(&mut self, zone: &Zone, civil: Civil) {
+        match zone.to_utc(civil) {
+            Some(t) => self.timestamp = Some(t),
+            None => self.time_out_of_range = true,
+        }
+    }
+
+    /// Takes a time written as a number of `unit`s since the epoch (quoted or not);
+    /// text that is not a number is ignored, a number out of range is flagged.
+    pub fn epoch_time(&mut self, raw: &str, unit: EpochUnit) {
+        match Timestamp::parse_epoch(raw.trim_matches('"'), unit) {
+            Some(Ok(t)) => self.timestamp = Some(t),
+            Some(Err(OutOfRange)) => self.time_out_of_range = true,
+            None => {}
+        }
+    }
+
+    /// Notes under `fields` what the record lacks: the header its file's format
+    /// has (`headerless`), or a time of its own it wrote out of range.
+    pub fn flag_problems(&mut self, headerless: bool) {
+        if headerless {
+            self.fields.push("headerless", FieldValue::Json("true"));
+        }
+        if self.time_out_of_range && self.timestamp.is_none() {
+            self.fields.push("time_out_of_range", FieldValue::Json("true"));
+        }
+    }
+
     /// Routes a structured `key=value` or JSON member: ids to their slots, known
     /// names to their fields, anything else to `fields`.
     pub fn put_pair(&mut self, key: &'a str, value: &'a str) {
@@ -181,6 +214,55 @@ pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &P
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Parses `line` as a record of a file of `kind`, flags included.
+    fn draft(kind: FileKind, line: &str) -> (Option<Timestamp>, bool, String) {
+        let (zone, mut scratch, mut d) = (Zone::Utc, String::new(), Draft::default());
+        parse(LineFormat::detect(kind, line.as_bytes()), line, &mut scratch, &ParseCtx { zone: &zone, kind }, &mut d);
+        d.flag_problems(false);
+        let flagged = d.fields.get("time_out_of_range") == Some(FieldValue::Json("true"));
+        (d.timestamp, flagged, d.message.to_string())
+    }
+
+    #[test]
+    fn times_out_of_range_are_dropped_and_flagged_in_every_format() {
+        // 2300-01-01 and 1600-01-01, as civil times and as epoch seconds.
+        for (year, secs) in [("2300", "10413792000"), ("1600", "-11676096000")] {
+            let ns = format!("{secs}000000000");
+            let lines = [
+                (FileKind::Cpp, format!("[{year}-01-01 00:00:00,000 I 1 1] (raylet) x.cc:1: far")),
+                (FileKind::PythonComponent, format!("{year}-01-01 00:00:00,000\tINFO x.py:1 -- far")),
+                (FileKind::Serve, format!("INFO {year}-01-01 00:00:00,000 app r1 -- far")),
+                (FileKind::Worker, format!(r#"{{"asctime":"{year}-01-01 00:00:00,000","message":"far"}}"#)),
+                (FileKind::Worker, format!(r#"{{"message":"far","timestamp_ns":{ns}}}"#)),
+                (
+                    FileKind::Cpp,
+                    format!(r#"{{"asctime":"{year}-01-01 00:00:00,000","levelname":"I","message":"far"}}"#),
+                ),
+                (FileKind::Event, format!(r#"{{"message":"far","timestamp":{secs}}}"#)),
+                (FileKind::Event, format!(r#"{{"message":"far","timestamp":"{secs}.5"}}"#)),
+                (FileKind::Event, format!(r#"{{"message":"far","time_stamp":"{year}-01-01 00:00:00.000000"}}"#)),
+                (FileKind::ExportEvent, format!(r#"{{"source_type":"far","timestamp":{secs}}}"#)),
+            ];
+            for (kind, line) in lines {
+                let (ts, flagged, msg) = draft(kind, &line);
+                assert_eq!((ts, flagged), (None, true), "{line}");
+                assert!(msg.ends_with("far"), "the record is still parsed: {line} gave {msg:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_usable_time_beside_one_out_of_range_wins_without_a_flag() {
+        let header = "2026-11-30 10:00:00,000\tINFO x.py:1 -- m job_id=01000000";
+        let (ts, flagged, _) = draft(FileKind::Worker, &format!("{header} timestamp_ns=99999999999999999999"));
+        assert_eq!((ts.map(|t| t.to_rfc3339()), flagged), (Some("2026-11-30T10:00:00.000Z".into()), false));
+        let json = r#"{"asctime":"2300-01-01 00:00:00,000","message":"m","timestamp_ns":1796029536393944816}"#;
+        let (ts, flagged, _) = draft(FileKind::Worker, json);
+        assert_eq!((ts, flagged), (Some(Timestamp(1_796_029_536_393_944_816)), false));
+    }
+
     #[test]
     fn separator_like_memmem() {
         for s in

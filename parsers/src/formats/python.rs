@@ -10,7 +10,7 @@
 use super::{Draft, ParseCtx};
 use crate::ids_in_text::trailing_pairs;
 use crate::record::{FieldValue, Level};
-use crate::time::{parse_civil, Timestamp};
+use crate::time::{parse_civil, EpochUnit};
 
 /// Keys Ray's structured TEXT formatter appends after the message.
 fn is_ray_context_key(k: &str) -> bool {
@@ -65,7 +65,7 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
         }
         i += sep + 4;
     }
-    d.timestamp = cx.zone.to_utc(civil);
+    d.civil_time(cx.zone, civil);
     d.level = Some(level);
     d.message = strip_context(&text[i..], d);
     true
@@ -105,9 +105,7 @@ fn strip_context<'a>(msg: &'a str, d: &mut Draft<'a>) -> &'a str {
             continue;
         }
         if k == "timestamp_ns" {
-            if let Ok(ns) = v.parse::<i64>() {
-                d.timestamp = Some(Timestamp(ns));
-            }
+            d.epoch_time(v, EpochUnit::Nanos);
         } else {
             d.put_pair(k, v);
         }

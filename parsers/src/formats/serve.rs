@@ -36,7 +36,7 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     for (name, v) in names.iter().zip(parts.by_ref()) {
         d.fields.push(name, FieldValue::Str(v));
     }
-    d.timestamp = cx.zone.to_utc(civil);
+    d.civil_time(cx.zone, civil);
     d.level = Some(level);
     d.message = &text[head_start + sep + 4..];
     true

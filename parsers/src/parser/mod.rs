@@ -27,7 +27,7 @@ use crate::classify::{FileKind, FileMeta};
 use crate::correlate::Correlator;
 use crate::formats::{self, Draft, LineFormat, ParseCtx};
 use crate::id::{Id, JOB_HEX};
-use crate::record::{FieldValue, Ids, Level, Record};
+use crate::record::{Ids, Level, Record};
 use crate::time::{Timestamp, Zone};
 
 /// Default cap on one line (and on one joined record).
@@ -497,11 +497,9 @@ impl FileParser {
         if !valid {
             stats.invalid_utf8 += 1;
         }
-        if format == LineFormat::Plain && meta.kind.headered() {
-            // Only a file's first record can lack its format's header: the file
-            // starts mid-record (rotation split a record) or holds free text.
-            d.fields.push("headerless", FieldValue::Json("true"));
-        }
+        // Only a file's first record can lack its format's header: the file starts
+        // mid-record (rotation split a record) or holds free text.
+        d.flag_problems(format == LineFormat::Plain && meta.kind.headered());
         let corr = &mut *io.corr;
         corr.learn(meta, d.message, &d.ids, d.timestamp);
         tag_ids(meta, node_id, ctx, corr, &mut d.ids);

@@ -154,3 +154,26 @@ fn a_limit_in_a_worker_file_keeps_markers_and_tracebacks_whole() {
         assert_eq!(got, &want, "split at {}", split + 1);
     }
 }
+
+#[test]
+fn a_time_out_of_range_is_flagged_and_inferred_not_wrapped() {
+    let text = "[2026-11-30 10:21:03,123 I 1 1] (raylet) x.cc:1: before\n\
+                [2300-01-01 00:00:00,000 I 1 1] (raylet) x.cc:1: far future\n\
+                [1600-01-01 00:00:00,000 I 1 1] (raylet) x.cc:1: far past\n";
+    let mut p = FileParser::new(crate::classify("raylet.out", None), None, None);
+    let (mut corr, opts, mut out) = (Correlator::new(), Options::default(), vec![]);
+    let mut keep = |r: &Record<'_>| crate::ndjson::write_record(&mut out, r);
+    p.push(text.as_bytes(), &mut corr, &opts, &mut keep);
+    p.finish(&mut corr, &opts, &mut keep);
+    let out = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(!lines[0].contains("time_out_of_range"), "{}", lines[0]);
+    for line in &lines[1..] {
+        assert!(
+            line.starts_with(r#"{"timestamp":"2026-11-30T10:21:03.123Z","timestamp_inferred":true,"level":"INFO""#),
+            "{line}"
+        );
+        assert!(line.contains(r#""time_out_of_range":true"#), "{line}");
+    }
+}

@@ -23,6 +23,7 @@ use std::io::Write;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use raylog_parsers::time::civil_from_days;
 use raylog_parsers::Timestamp;
 
 use super::config::EsTarget;
@@ -158,19 +159,6 @@ pub fn index_name(pattern: &str, day: i64) -> String {
     out
 }
 
-/// (year, month, day) of a day number since 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 /// Appends `v` as 32 lowercase hex digits: the document `_id`.
 pub fn push_hex128(out: &mut Vec<u8>, v: u128) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -188,9 +176,6 @@ mod unit {
 
     #[test]
     fn dates_and_ids() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_453), (2025, 12, 31));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
         assert_eq!(index_name("ray-%Y.%m.%d-%%", 20_453), "ray-2025.12.31-%");
         let mut v = Vec::new();
         push_hex128(&mut v, 0x0123_4567_89ab_cdef_0000_0000_0000_00ff);
