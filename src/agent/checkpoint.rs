@@ -189,10 +189,15 @@ pub struct CheckpointStore {
 }
 
 impl CheckpointStore {
-    /// Opens the checkpoints in `state_dir` (creating it if needed) for saving.
-    pub fn open(state_dir: &Path, forget_after_secs: u64) -> Result<CheckpointStore, CheckpointError> {
-        let state = disk::state(state_dir)?;
-        Ok(CheckpointStore { dir: state_dir.to_path_buf(), state, changes: HashMap::new(), forget_after_secs })
+    /// Opens the checkpoints in `state_dir` (creating it if needed) for saving, and
+    /// returns what they hold: where each file resumes.
+    pub fn open(
+        state_dir: &Path,
+        forget_after_secs: u64,
+    ) -> Result<(CheckpointStore, HashMap<FileKey, FileCheckpoint>), CheckpointError> {
+        let (files, state) = disk::read(state_dir)?;
+        let store = CheckpointStore { dir: state_dir.to_path_buf(), state, changes: HashMap::new(), forget_after_secs };
+        Ok((store, files))
     }
 
     /// Records a delivered position (only ever forward for the same fingerprint).

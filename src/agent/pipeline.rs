@@ -19,10 +19,17 @@ use crate::agent::batch::Batch;
 use crate::agent::checkpoint::{CheckpointError, CheckpointStore, FileCheckpoint, Saved};
 use crate::agent::metrics::Metrics;
 use crate::agent::sinks::Ack;
-use crate::agent::source::Cut;
 
-/// What the [`Dispatcher`] tells the ack tracker about each batch.
-pub struct Pending {
+/// A batch the reader cut, with the checkpoints it completes.
+pub struct Cut {
+    pub batch: Arc<Batch>,
+    pub positions: Vec<FileCheckpoint>,
+    pub made: Instant,
+}
+
+/// What the [`Dispatcher`] tells the ack tracker about each batch sent: the
+/// checkpoints waiting for its acknowledgements.
+pub struct InFlight {
     pub seq: u64,
     pub positions: Vec<FileCheckpoint>,
 }
@@ -32,7 +39,7 @@ pub struct Pending {
 /// Dropping it closes the sinks' channels: they drain what they hold and stop.
 pub struct Dispatcher {
     pub sinks: Vec<mpsc::Sender<(Arc<Batch>, Instant)>>,
-    pub pending: mpsc::Sender<Pending>,
+    pub pending: mpsc::Sender<InFlight>,
 }
 
 impl Dispatcher {
@@ -41,7 +48,7 @@ impl Dispatcher {
     /// Called from the reader thread, never from the async runtime.
     pub fn send(&self, cut: Cut) -> bool {
         let seq = cut.batch.seq;
-        if self.pending.blocking_send(Pending { seq, positions: cut.positions }).is_err() {
+        if self.pending.blocking_send(InFlight { seq, positions: cut.positions }).is_err() {
             return false;
         }
         self.sinks.iter().all(|s| s.blocking_send((cut.batch.clone(), cut.made)).is_ok())
@@ -56,7 +63,7 @@ impl Dispatcher {
 /// lag what was acknowledged by at most one save, so after a crash only what was in
 /// flight is sent again. Nothing changed, nothing written.
 pub async fn track_acks(
-    mut pending: mpsc::Receiver<Pending>,
+    mut pending: mpsc::Receiver<InFlight>,
     mut acks: mpsc::Receiver<Ack>,
     sinks: usize,
     mut store: CheckpointStore,

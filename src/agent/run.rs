@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::agent::api::{self, Health};
 use crate::agent::batch::Recycler;
-use crate::agent::checkpoint::{self, CheckpointStore};
+use crate::agent::checkpoint::CheckpointStore;
 use crate::agent::config::Config;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{track_acks, Dispatcher};
@@ -35,7 +35,7 @@ pub fn run(cfg: Config, once: bool) -> Result<()> {
 }
 
 async fn run_async(cfg: Config, once: bool) -> Result<()> {
-    let resume = checkpoint::load(&cfg.source.state_dir)?;
+    let (store, resume) = CheckpointStore::open(&cfg.source.state_dir, cfg.source.forget_after.as_secs())?;
     tracing::info!(state_dir = %cfg.source.state_dir.display(), files = resume.len(), "loaded checkpoints");
     let max_open = max_open_files(cfg.source.max_open_files);
     let names: Vec<&str> = cfg.sinks.iter().map(|s| s.name()).collect();
@@ -82,7 +82,6 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
     // Batches in flight are few (bounded sink queues), so is what waits for their acks.
     let (pending_tx, pending_rx) = mpsc::channel(4096);
     let out = Dispatcher { sinks: sink_txs, pending: pending_tx };
-    let store = CheckpointStore::open(&cfg.source.state_dir, cfg.source.forget_after.as_secs())?;
     let tracker = tokio::spawn(track_acks(pending_rx, ack_rx, cfg.sinks.len(), store, metrics.clone()));
 
     let wake = Arc::new(Wake::default());

@@ -78,47 +78,44 @@ fn header(path: &Path) -> Result<Option<Header>, CheckpointError> {
     }
 }
 
-/// Counts lines without parsing them.
-fn line_count(path: &Path) -> u64 {
-    std::fs::read(path).map_or(0, |b| memchr::memchr_iter(b'\n', &b).count() as u64)
-}
-
-/// Where the checkpoint files in `dir` stand (creating `dir` if needed).
-pub fn state(dir: &Path) -> Result<Saved, CheckpointError> {
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    let snap = dir.join(SNAPSHOT);
-    let h = header(&snap)?.unwrap_or(Header { version: VERSION, generation: 0 });
-    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    let journal = journal_path(dir, h.generation);
-    Ok(Saved {
-        generation: h.generation,
-        snapshot_bytes: size(&snap),
-        snapshot_entries: line_count(&snap).saturating_sub(1),
-        journal_bytes: size(&journal),
-        journal_entries: line_count(&journal),
-        must_compact: h.version < VERSION,
-    })
-}
-
-/// Every checkpoint in `dir`: the snapshot, then its journal on top.
-pub fn load(dir: &Path) -> Result<HashMap<FileKey, FileCheckpoint>, CheckpointError> {
+/// Every checkpoint in `dir` (the snapshot, then its journal on top), and where
+/// the files stand, in one read of each (creating `dir` if needed).
+pub fn read(dir: &Path) -> Result<(HashMap<FileKey, FileCheckpoint>, Saved), CheckpointError> {
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let mut files = HashMap::new();
     let snap = dir.join(SNAPSHOT);
+    let mut snapshot_entries = 0;
     // No snapshot yet: generation 0, whose journal may hold the first saves.
     let h = match header(&snap)? {
         Some(h) => {
             each_snapshot_entry(&snap, h.version, &mut |cp| {
+                snapshot_entries += 1;
                 files.insert(cp.key, cp);
             })?;
             h
         }
         None => Header { version: VERSION, generation: 0 },
     };
-    for cp in read_journal(&journal_path(dir, h.generation))? {
+    let journal = journal_path(dir, h.generation);
+    let (entries, journal_entries) = read_journal(&journal)?;
+    for cp in entries {
         files.insert(cp.key, cp);
     }
-    Ok(files)
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let saved = Saved {
+        generation: h.generation,
+        snapshot_bytes: size(&snap),
+        snapshot_entries,
+        journal_bytes: size(&journal),
+        journal_entries,
+        must_compact: h.version < VERSION,
+    };
+    Ok((files, saved))
+}
+
+/// Every checkpoint in `dir`.
+pub fn load(dir: &Path) -> Result<HashMap<FileKey, FileCheckpoint>, CheckpointError> {
+    read(dir).map(|(files, _)| files)
 }
 
 /// Calls `f` for each entry of the snapshot at `path`, streaming it (version 2).
@@ -141,15 +138,17 @@ fn each_snapshot_entry(path: &Path, version: u32, f: &mut dyn FnMut(FileCheckpoi
     Ok(())
 }
 
-/// The journal's entries in order. A line that does not parse is the torn end of a
-/// save a crash cut short: that save never completed, so it is left out.
-fn read_journal(path: &Path) -> Result<Vec<FileCheckpoint>, CheckpointError> {
+/// The journal's entries in order, and its line count (what the merge threshold
+/// weighs). A line that does not parse is the torn end of a save a crash cut short:
+/// that save never completed, so it is left out.
+fn read_journal(path: &Path) -> Result<(Vec<FileCheckpoint>, u64), CheckpointError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((vec![], 0)),
         Err(e) => return Err(io(path, e)),
     };
-    Ok(bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect())
+    let lines = memchr::memchr_iter(b'\n', &bytes).count() as u64;
+    Ok((bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect(), lines))
 }
 
 /// One save: the changed entries and where the files stand.
@@ -213,7 +212,7 @@ fn compact(dir: &Path, state: &Saved, forget_after_secs: u64) -> Result<Saved, C
     let snap = dir.join(SNAPSHOT);
     let old_journal = journal_path(dir, state.generation);
     let mut changed: HashMap<FileKey, FileCheckpoint> =
-        read_journal(&old_journal)?.into_iter().map(|cp| (cp.key, cp)).collect();
+        read_journal(&old_journal)?.0.into_iter().map(|cp| (cp.key, cp)).collect();
     let generation = state.generation + 1;
     let tmp = dir.join(format!("{SNAPSHOT}.tmp"));
     let mut out = BufWriter::new(File::create(&tmp).map_err(|e| io(&tmp, e))?);

@@ -32,7 +32,7 @@ fn files(dir: &Path) -> Vec<String> {
 #[test]
 fn round_trip_and_version_check() {
     let dir = tmpdir("rt");
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     assert!(load(&dir).unwrap().is_empty());
     let mut a = cp(2, 1234);
     a.context = Some(Box::new(SavedContext { job_id: Some("01000000".into()), ..Default::default() }));
@@ -51,7 +51,7 @@ fn round_trip_and_version_check() {
 #[test]
 fn offsets_never_go_back_for_the_same_file() {
     let dir = tmpdir("fwd");
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     let mut c = cp(2, 100);
     s.update(c.clone());
     c.offset = 50;
@@ -68,7 +68,7 @@ fn offsets_never_go_back_for_the_same_file() {
 #[test]
 fn a_save_writes_what_changed_and_merges_the_journal_when_it_grows() {
     let dir = tmpdir("journal");
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     // 20,000 files: one save of them all, merged at once (over 1 MiB of journal).
     for i in 0..20_000 {
         s.update(cp(i, i));
@@ -93,7 +93,7 @@ fn a_save_writes_what_changed_and_merges_the_journal_when_it_grows() {
 #[test]
 fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     let dir = tmpdir("crash");
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     for i in 0..20_000 {
         s.update(cp(i, 1));
     }
@@ -107,7 +107,7 @@ fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     f.write_all(b"{\"key\":{\"dev\":1,\"ino\":2},\"fingerpr").unwrap();
     assert_eq!(load(&dir).unwrap()[&FileKey { dev: 1, ino: 1 }].offset, 5);
     assert_eq!(load(&dir).unwrap()[&FileKey { dev: 1, ino: 2 }].offset, 1);
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     s.update(cp(3, 9));
     s.save().unwrap();
     let all = load(&dir).unwrap();
@@ -118,7 +118,7 @@ fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     // Cut short after the rename, before the old journal went: generation 2 reads
     // its own (absent) journal, not the old one.
     let snapshot = std::fs::read(dir.join(SNAPSHOT)).unwrap();
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     for i in 0..20_000 {
         s.update(cp(i, 2));
     }
@@ -161,7 +161,7 @@ fn version_1_is_read_and_rewritten_at_the_first_save() {
     assert_eq!(all[&FileKey { dev: 1, ino: 2 }].offset, 1234);
     assert_eq!(all[&FileKey { dev: 1, ino: 2 }].context, None, "an empty context is none");
     assert_eq!(all[&FileKey { dev: 1, ino: 3 }].context.as_ref().unwrap().job_id.as_deref(), Some("01000000"));
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap();
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     assert!(s.is_dirty(), "the old format is rewritten");
     s.save().unwrap();
     let text = std::fs::read_to_string(dir.join(SNAPSHOT)).unwrap();
@@ -173,7 +173,7 @@ fn version_1_is_read_and_rewritten_at_the_first_save() {
 #[test]
 fn files_gone_longer_than_forget_after_are_forgotten() {
     let dir = tmpdir("forget");
-    let mut s = CheckpointStore::open(&dir, 3600).unwrap();
+    let mut s = CheckpointStore::open(&dir, 3600).unwrap().0;
     let now = unix_now();
     let (mut long_gone, mut just_gone, present) = (cp(1, 10), cp(2, 10), cp(3, 10));
     long_gone.gone_since = now - 7200;

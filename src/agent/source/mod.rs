@@ -47,7 +47,7 @@ use crate::agent::batch::{doc_id_from, doc_id_seed, Batch, NodeIdentity, Recycle
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, SavedContext};
 use crate::agent::config::Config;
 use crate::agent::metrics::Metrics;
-use crate::agent::pipeline::Dispatcher;
+use crate::agent::pipeline::{Cut, Dispatcher};
 use hold::Hold;
 use route::{identity, now_ns};
 use table::Table;
@@ -71,13 +71,6 @@ const RESCAN_WATCHED: Duration = Duration::from_secs(120);
 /// Descriptors kept for everything but log files: the sinks' connections, the API,
 /// checkpoints, the dead-letter file, inotify, listing a dir, a prescan.
 pub const RESERVED_FDS: u64 = 64;
-
-/// A cut batch with the checkpoints it completes.
-pub struct Cut {
-    pub batch: Arc<Batch>,
-    pub positions: Vec<FileCheckpoint>,
-    pub made: Instant,
-}
 
 /// A logs dir being followed.
 struct Dir {

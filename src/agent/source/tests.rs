@@ -16,7 +16,7 @@ struct Rig {
     dir: PathBuf,
     source: Source,
     batches: mpsc::Receiver<(Arc<Batch>, Instant)>,
-    _pending: mpsc::Receiver<crate::agent::pipeline::Pending>,
+    _pending: mpsc::Receiver<crate::agent::pipeline::InFlight>,
 }
 
 impl Rig {
