@@ -22,7 +22,7 @@ pub struct LogsDir {
 
 /// Where a file's bytes come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum Origin {
     File(PathBuf),
     /// A gzip-compressed file; classified by its name without `.gz`.
     Gzip(PathBuf),
@@ -32,7 +32,7 @@ pub enum Source {
 /// One file to parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogFile {
-    pub source: Source,
+    pub origin: Origin,
     /// Path relative to its logs dir (`events/event_GCS.log`), `.gz` removed.
     pub rel: String,
     /// Index into [`Discovered::dirs`].
@@ -100,7 +100,7 @@ pub fn discover(paths: &[PathBuf]) -> Discovered {
     for p in paths {
         if p.as_os_str() == "-" {
             let i = d.dir_index("-".into(), None);
-            d.files.push(LogFile { source: Source::Stdin, rel: String::new(), dir: i, size: 0 });
+            d.files.push(LogFile { origin: Origin::Stdin, rel: String::new(), dir: i, size: 0 });
             continue;
         }
         let canon = match p.canonicalize() {
@@ -143,11 +143,11 @@ fn add_single_file(canon: &Path, shown: &Path, d: &mut Discovered) {
 }
 
 fn push_file(d: &mut Discovered, path: PathBuf, rel: String, dir: usize, size: u64) {
-    let (source, rel) = match rel.strip_suffix(".gz") {
-        Some(stripped) => (Source::Gzip(path), stripped.to_string()),
-        None => (Source::File(path), rel),
+    let (origin, rel) = match rel.strip_suffix(".gz") {
+        Some(stripped) => (Origin::Gzip(path), stripped.to_string()),
+        None => (Origin::File(path), rel),
     };
-    d.files.push(LogFile { source, rel, dir, size });
+    d.files.push(LogFile { origin, rel, dir, size });
 }
 
 /// Finds `session_*` dirs with a `logs/` inside, up to a few levels down.

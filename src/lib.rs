@@ -1,15 +1,16 @@
 //! raylog: parse, trace and ship Ray's log files as records tagged with Ray ids.
 //!
 //! The pipeline is visible in the tree: [`discover`] finds log files under the paths
-//! given, [`scan`] (and [`archive`] for tarballs) reads them through the
+//! given, [`scan`] (plain files, `.gz` and tarballs) reads them through the
 //! `raylog-parsers` crate, which classifies, parses, joins and correlates, and the
 //! [`cli`] filters ([`filter`]) and prints ([`pretty`], NDJSON) the records.
 
 pub mod agent;
-pub mod archive;
 pub mod cli;
 pub mod discover;
 pub mod filter;
+pub mod lines;
+pub mod prescan;
 pub mod pretty;
 pub mod progress;
 pub mod scan;

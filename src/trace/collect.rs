@@ -12,7 +12,7 @@ use raylog_parsers::Record;
 
 use super::entry::Entry;
 use super::select::{Kind, Knowledge, Target};
-use crate::discover::{Discovered, Source};
+use crate::discover::{Discovered, Origin};
 use crate::scan::{scan, ScanConfig, ScanReport};
 
 /// The outcome of collecting a trace.
@@ -91,7 +91,7 @@ impl Collector<'_> {
 /// How many times [`collect`] reads the inputs: twice for a task (to learn its
 /// workers and name first) unless stdin, which cannot be read again, is among them.
 pub fn passes(disc: &Discovered, target: &Target) -> u64 {
-    let rereadable = disc.files.iter().all(|f| f.source != Source::Stdin);
+    let rereadable = disc.files.iter().all(|f| f.origin != Origin::Stdin);
     if target.kind == Kind::Task && rereadable {
         2
     } else {

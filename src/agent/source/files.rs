@@ -241,15 +241,15 @@ impl Source {
     /// worker's stdout may be read before the core-worker log that names its actor.
     /// Same pass as `raylog parse` makes, so the agent and the CLI tag the same records.
     fn prescan(&mut self, dir: u32, path: &Path, meta: &raylog_parsers::FileMeta) {
-        if !crate::scan::wanted_by_prescan(meta) {
+        if !crate::prescan::wanted_by_prescan(meta) {
             return;
         }
         use std::io::Read;
         let Ok(f) = std::fs::File::open(path) else { return };
-        let mut found = crate::scan::Prescanned::default();
-        let limit = crate::scan::prescan_limit(meta);
-        let _ = crate::scan::for_each_line_chunk(f.take(limit), |c| {
-            crate::scan::prescan_bytes(meta, c, &mut self.corr, &mut found)
+        let mut found = crate::prescan::Prescanned::default();
+        let limit = crate::prescan::prescan_limit(meta);
+        let _ = crate::lines::for_each_line_chunk(f.take(limit), |c| {
+            crate::prescan::prescan_bytes(meta, c, &mut self.corr, &mut found)
         });
         if let (Some(n), d) = (found.node, &mut self.dirs[dir as usize]) {
             d.node.get_or_insert(n);

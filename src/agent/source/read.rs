@@ -134,7 +134,8 @@ impl Source {
         if let Some(ident) = t.ident.filter(|_| !replaced) {
             tailed.set_ident(ident);
         }
-        if tailed.parser.context().last_timestamp.is_none() && tailed.parser.offset() < crate::scan::TIME_HINT_WINDOW {
+        if tailed.parser.context().last_timestamp.is_none() && tailed.parser.offset() < crate::prescan::TIME_HINT_WINDOW
+        {
             tailed.parser.set_time_hint(self.time_hint(&tailed));
         }
         let t = self.table.get_mut(&key).expect("checked by the caller");
@@ -143,17 +144,17 @@ impl Source {
         Ok(())
     }
 
-    /// The time of a worker file's first timed line (see `scan::Prescanned`).
+    /// The time of a worker file's first timed line (see `crate::prescan::Prescanned`).
     fn time_hint(&mut self, t: &Tailed) -> Option<Timestamp> {
         if t.meta.component != "worker" {
             return None;
         }
         use std::io::Read;
         let f = std::fs::File::open(&t.path).ok()?;
-        let mut found = crate::scan::Prescanned::default();
+        let mut found = crate::prescan::Prescanned::default();
         let mut corr = raylog_parsers::Correlator::with_zone(self.cfg.source.parse.zone.clone());
-        let _ = crate::scan::for_each_line_chunk(f.take(crate::scan::TIME_HINT_WINDOW), |c| {
-            crate::scan::prescan_bytes(&t.meta, c, &mut corr, &mut found)
+        let _ = crate::lines::for_each_line_chunk(f.take(crate::prescan::TIME_HINT_WINDOW), |c| {
+            crate::prescan::prescan_bytes(&t.meta, c, &mut corr, &mut found)
         });
         found.time_hint
     }

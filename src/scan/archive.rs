@@ -13,10 +13,10 @@ use std::path::PathBuf;
 
 use raylog_parsers::{classify, Correlator, FileParser, Id, Record, Timestamp};
 
+use super::report::{read_error, ScanConfig, ScanReport};
 use crate::discover::{split_archive_path, Archive};
-use crate::scan::{
-    for_each_line_chunk, prescan_bytes, read_error, wanted_by_prescan, Prescanned, ScanConfig, ScanReport,
-};
+use crate::lines::for_each_line_chunk;
+use crate::prescan::{prescan_bytes, wanted_by_prescan, Prescanned};
 
 /// What pass one learned about an archive's entries.
 #[derive(Debug, Default)]

@@ -1,0 +1,111 @@
+//! Scan: read discovered files through the parsers, in two passes.
+//!
+//! Pass one ([`crate::prescan`]) reads only the files that say which actor a worker hosts
+//! (core-worker, GCS and raylet logs) and which node a logs dir belongs to, with a
+//! substring search; pass two parses every file and hands each record to the caller.
+//! Splitting it this way makes the output independent of file order: a worker's
+//! stdout gets its `actor_id` even when it is read before the core-worker log that
+//! names the actor. Both passes stream, so memory does not grow with input size.
+//! Plain and gzipped files are read here, tarballs in [`archive`]; both report
+//! through [`report`].
+
+mod archive;
+mod report;
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::time::SystemTime;
+
+use raylog_parsers::{classify, Correlator, FileMeta, FileParser, Id, Record, Timestamp};
+
+pub use self::report::{read_error, ScanConfig, ScanReport};
+use crate::discover::{Discovered, LogFile, Origin};
+use crate::lines::for_each_line_chunk;
+use crate::prescan::{prescan_bytes, prescan_limit, wanted_by_prescan, Prescanned};
+
+fn open(source: &Origin) -> io::Result<Box<dyn Read>> {
+    Ok(match source {
+        Origin::File(p) => Box::new(File::open(p)?),
+        Origin::Gzip(p) => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(File::open(p)?))),
+        Origin::Stdin => Box::new(io::stdin().lock()),
+    })
+}
+
+fn source_label(f: &LogFile) -> String {
+    match &f.origin {
+        Origin::File(p) | Origin::Gzip(p) => p.display().to_string(),
+        Origin::Stdin => "<stdin>".into(),
+    }
+}
+
+fn mtime_of(f: &LogFile) -> Option<Timestamp> {
+    let (Origin::File(p) | Origin::Gzip(p)) = &f.origin else {
+        return None;
+    };
+    let m = std::fs::metadata(p).ok()?.modified().ok()?;
+    let d = m.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_nanos()).ok().map(Timestamp)
+}
+
+/// Reads and parses everything in `disc`, calling `on_record` for each record and
+/// `progress` with bytes consumed.
+pub fn scan(
+    disc: &Discovered,
+    cfg: &ScanConfig,
+    progress: &mut dyn FnMut(u64),
+    on_record: &mut dyn FnMut(&Record<'_>),
+) -> ScanReport {
+    let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
+    let mut corr = Correlator::with_zone(cfg.opts.zone.clone());
+    let mut nodes: Vec<Option<Id>> = vec![None; disc.dirs.len()];
+    let mut hints: Vec<Option<Timestamp>> = vec![None; disc.files.len()];
+    let metas: Vec<FileMeta> = disc.files.iter().map(|f| meta_of(disc, f, cfg)).collect();
+    for (i, (f, meta)) in disc.files.iter().zip(&metas).enumerate() {
+        if !wanted_by_prescan(meta) || f.origin == Origin::Stdin {
+            continue;
+        }
+        if let Ok(r) = open(&f.origin) {
+            let mut found = Prescanned { node: nodes[f.dir], ..Prescanned::default() };
+            let _ = for_each_line_chunk(r.take(prescan_limit(meta)), |c| prescan_bytes(meta, c, &mut corr, &mut found));
+            (nodes[f.dir], hints[i]) = (found.node, found.time_hint);
+        }
+    }
+    let mut archive_facts = archive::ArchiveFacts::default();
+    for a in &disc.archives {
+        if let Err(e) = archive::prescan(a, &mut corr, &mut archive_facts) {
+            report.failures.push((a.path.display().to_string(), e.to_string()));
+        }
+    }
+    for ((f, meta), hint) in disc.files.iter().zip(metas).zip(hints) {
+        let label = source_label(f);
+        let mtime = cfg.fixed_mtime.or_else(|| mtime_of(f));
+        let mut parser = FileParser::new(meta, nodes[f.dir], mtime);
+        parser.set_time_hint(hint);
+        let result = open(&f.origin).and_then(|r| {
+            for_each_line_chunk(r, |c| {
+                progress(c.len() as u64);
+                parser.push(c, &mut corr, &cfg.opts, on_record);
+            })
+        });
+        parser.finish(&mut corr, &cfg.opts, on_record);
+        if let Err(e) = result {
+            report.failures.push((label.clone(), read_error(&e, parser.offset())));
+        }
+        report.add(&label, parser.stats());
+    }
+    for a in &disc.archives {
+        if let Err(e) = archive::parse(a, cfg, &mut corr, &archive_facts, &mut report, progress, on_record) {
+            report.failures.push((a.path.display().to_string(), e.to_string()));
+        }
+    }
+    report
+}
+
+fn meta_of(disc: &Discovered, f: &LogFile, cfg: &ScanConfig) -> FileMeta {
+    let dir = &disc.dirs[f.dir];
+    if f.origin == Origin::Stdin {
+        let name = cfg.stdin_name.as_deref().unwrap_or("stdin");
+        return classify(name, dir.session.as_deref());
+    }
+    classify(&f.rel, dir.session.as_deref())
+}
