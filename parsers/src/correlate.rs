@@ -1,4 +1,7 @@
-//! Worker → actor correlation, and the node a logs dir belongs to.
+//! Enrichment, the parsers' half: worker → actor correlation, the node a logs dir
+//! belongs to, and [`Correlator::tag`], which gives each parsed record the ids its
+//! file and what was learned imply. (The agent's half, records that wait for an id
+//! not known yet, is `raylog::agent::enrich`.)
 //!
 //! A worker's stdout holds no ids, yet every print of an actor must carry its
 //! `actor_id`. The link is learned from other files: the actor's own core-worker log
@@ -51,6 +54,41 @@ const HOSTING_PHRASES: [&str; 5] = [
 ];
 
 impl Correlator {
+    /// Enrichment: combines the ids found in a record's text with what its file
+    /// says (`meta`, the logs dir's `node`, the `job` and `task` its marker lines
+    /// set) and what has been learned (the actor a worker hosts, a worker's job).
+    ///
+    /// In files a worker owns (its stdout/stderr and core-worker log) the worker id
+    /// and the hosted actor come from the file, not from the text, which may name
+    /// peers; elsewhere the text wins and the file only fills gaps.
+    pub fn tag(&self, meta: &FileMeta, node: Option<Id>, job: Option<Id>, task: Option<Id>, ids: &mut Ids) {
+        if let Some(w) = &meta.worker_id {
+            ids.worker_id = Some(*w);
+            if let Some(a) = self.actor_of(w) {
+                ids.actor_id = Some(a);
+            }
+            if ids.job_id.is_none() {
+                ids.job_id = meta.job_id.or(job).or_else(|| self.job_of(w));
+            }
+        } else {
+            // A line elsewhere (GCS, raylet, events) about a worker that hosts an actor
+            // is about that actor too: its start, its exit, the failure event.
+            if let (None, Some(w)) = (&ids.actor_id, &ids.worker_id) {
+                ids.actor_id = self.actor_of(w);
+            }
+            if ids.job_id.is_none() {
+                ids.job_id = meta.job_id.or(job);
+            }
+        }
+        if ids.task_id.is_none() {
+            ids.task_id = task;
+        }
+        if ids.node_id.is_none() {
+            ids.node_id = node;
+        }
+        ids.derive();
+    }
+
     pub fn new() -> Correlator {
         Correlator::default()
     }

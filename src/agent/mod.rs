@@ -2,8 +2,11 @@
 //!
 //! - [`config`]: the TOML file, validated once.
 //! - [`source`]: finds sessions and files, tails them across rotation, parses them
-//!   with the `raylog-parsers` crate, holds actor-worker output until its actor is
-//!   known, and cuts [`batch::Batch`]es.
+//!   with the `raylog-parsers` crate, and cuts [`batch::Batch`]es.
+//! - [`enrich`]: between parse and batch: records that wait for an id not known
+//!   yet (an actor worker's output for its actor, a new session's for its node).
+//! - [`batch`] and [`pipeline`]: batches fanned out to the sinks' bounded channels,
+//!   checkpoints advanced on acknowledgement.
 //! - [`sinks`]: Loki, Elasticsearch, stdout, file; retries and dead letters.
 //! - [`checkpoint`]: per-file offsets, advanced only when every sink acknowledged
 //!   everything before them, written atomically.
@@ -13,6 +16,7 @@ pub mod api;
 pub mod batch;
 pub mod checkpoint;
 pub mod config;
+pub mod enrich;
 pub mod metrics;
 pub mod pipeline;
 pub mod run;

@@ -27,7 +27,7 @@ use crate::classify::{FileKind, FileMeta};
 use crate::correlate::Correlator;
 use crate::formats::{self, Draft, LineFormat, ParseCtx};
 use crate::id::{Id, JOB_HEX};
-use crate::record::{Ids, Level, Record};
+use crate::record::{Level, Record};
 use crate::time::{Timestamp, Zone};
 
 /// Default cap on one line (and on one joined record).
@@ -502,7 +502,7 @@ impl FileParser {
         d.flag_problems(format == LineFormat::Plain && meta.kind.headered());
         let corr = &mut *io.corr;
         corr.learn(meta, d.message, &d.ids, d.timestamp);
-        tag_ids(meta, node_id, ctx, corr, &mut d.ids);
+        corr.tag(meta, *node_id, ctx.job_id, ctx.task_id, &mut d.ids);
         if d.timestamp.is_some() {
             ctx.last_timestamp = d.timestamp;
         }
@@ -551,38 +551,6 @@ fn estimate(
     }
 }
 
-/// Combines the ids found in a record's text with what the file says.
-///
-/// In files a worker owns (its stdout/stderr and core-worker log) the worker id and
-/// the hosted actor come from the file, not from the text, which may name peers;
-/// elsewhere the text wins and the file only fills gaps.
-fn tag_ids(meta: &FileMeta, node: &Option<Id>, ctx: &FileContext, corr: &Correlator, ids: &mut Ids) {
-    if let Some(w) = &meta.worker_id {
-        ids.worker_id = Some(*w);
-        if let Some(a) = corr.actor_of(w) {
-            ids.actor_id = Some(a);
-        }
-        if ids.job_id.is_none() {
-            ids.job_id = meta.job_id.or(ctx.job_id).or_else(|| corr.job_of(w));
-        }
-    } else {
-        // A line elsewhere (GCS, raylet, events) about a worker that hosts an actor is
-        // about that actor too: its start, its exit, the failure event.
-        if let (None, Some(w)) = (&ids.actor_id, &ids.worker_id) {
-            ids.actor_id = corr.actor_of(w);
-        }
-        if ids.job_id.is_none() {
-            ids.job_id = meta.job_id.or(ctx.job_id);
-        }
-    }
-    if ids.task_id.is_none() {
-        ids.task_id = ctx.task_id;
-    }
-    if ids.node_id.is_none() {
-        ids.node_id = *node;
-    }
-    ids.derive();
-}
 /// Whether `record` starts with a log line below WARNING. A traceback after such a
 /// line is an uncaught exception printed on its own (`logger.exception` and
 /// `exc_info` come with ERROR or WARNING lines), so it starts a record instead of

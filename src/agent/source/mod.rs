@@ -22,13 +22,11 @@
 //!   newer ones. So a round reads the files whose next record is oldest, up to
 //!   [`MERGE_SLACK`] past the oldest: a file stops in front of a later record (the
 //!   parser's time limit) until the others get there.
-//! - [`hold`], [`route`]: actor output waits for its actor id, a new session's first
-//!   records for their node id.
+//! - Each parsed record then passes through [`crate::agent::enrich`]: actor output
+//!   waits for its actor id, a new session's first records for their node id.
 
 mod files;
-pub mod hold;
 mod read;
-mod route;
 mod table;
 pub mod tail;
 #[cfg(test)]
@@ -46,10 +44,10 @@ use raylog_parsers::{Correlator, Id};
 use crate::agent::batch::{doc_id_from, doc_id_seed, Batch, NodeIdentity, Recycler};
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, SavedContext};
 use crate::agent::config::Config;
+use crate::agent::enrich::route::{identity, now_ns};
+use crate::agent::enrich::Hold;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{Cut, Dispatcher};
-use hold::Hold;
-use route::{identity, now_ns};
 use table::Table;
 pub use wake::{Changes, Wake};
 
@@ -58,7 +56,6 @@ const READ_BUDGET: u64 = 256 << 10;
 /// Held records released into the batch between checks for a full batch.
 const RELEASE_BUDGET: usize = 1000;
 /// How far into a raylet log its node id is looked for.
-const RAYLET_NODE_SCAN: u64 = 1 << 20;
 /// How far past the oldest pending record the files read in one round may go: the
 /// most a stream's entries go back in time between pushes, far inside Loki's hour.
 pub const MERGE_SLACK: Duration = Duration::from_secs(120);
@@ -290,11 +287,11 @@ impl Source {
         }
     }
 
-    /// The document-id seed of a file (see `route::file_identity`).
+    /// The document-id seed of a file (see [`Tailed::route_parts`]).
     fn seed_of(&mut self, key: FileKey) -> u128 {
         let Some(t) = self.table.get_mut(&key) else { return doc_id_seed(&key.label()) };
         match (&mut t.open, t.ident) {
-            (Some(open), _) => doc_id_seed(&route::file_identity(open)),
+            (Some(open), _) => open.route_parts().2,
             (None, Some(ident)) => doc_id_seed(&identity(key, ident)),
             (None, None) => doc_id_seed(&key.label()),
         }

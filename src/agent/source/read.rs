@@ -17,11 +17,12 @@ use std::time::Instant;
 
 use raylog_parsers::{classify, Timestamp};
 
-use super::route::Router;
 use super::table::Tick;
 use super::tail::Tailed;
-use super::{Source, MERGE_SLACK, RAYLET_NODE_SCAN, READ_BUDGET};
+use super::{Source, MERGE_SLACK, READ_BUDGET};
 use crate::agent::checkpoint::{FileKey, SavedContext};
+use crate::agent::enrich::node::{self, RAYLET_NODE_SCAN};
+use crate::agent::enrich::Router;
 
 /// How an attempt to open a file went.
 enum Opened {
@@ -213,7 +214,8 @@ impl Source {
         let gone = t.gone;
         let Some(open) = t.open.as_mut() else { return (0, None, false) };
         let before = open.stats();
-        let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
+        let mut router =
+            Router::new(&mut self.batch, &mut self.hold, open.route_parts(), wait_node, self.cfg.source.actor_hold);
         let opts = &self.cfg.source.parse;
         let res = open.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, opts, &mut |r| router.route(r));
         if res.as_ref().is_ok_and(|r| r.at_eof && !r.blocked) {
@@ -274,7 +276,8 @@ impl Source {
         let wait_node = self.waits_for_node(key);
         let Some(t) = self.table.get_mut(&key) else { return };
         if let Some(open) = t.open.as_mut() {
-            let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
+            let mut router =
+                Router::new(&mut self.batch, &mut self.hold, open.route_parts(), wait_node, self.cfg.source.actor_hold);
             open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
         }
         self.forget(key);
@@ -282,12 +285,7 @@ impl Source {
 
     /// Reads raylet's first MiB for the node id of its logs dir.
     fn learn_node(&mut self, key: FileKey, raylet: &std::path::Path) {
-        use std::io::Read;
-        let mut head = Vec::new();
-        if let Ok(f) = std::fs::File::open(raylet) {
-            let _ = f.take(RAYLET_NODE_SCAN).read_to_end(&mut head);
-        }
-        let Some(n) = raylog_parsers::correlate::node_id_from_raylet(&head) else { return };
+        let Some(n) = node::from_raylet_head(raylet) else { return };
         let Some(dir) = self.table.get(&key).map(|t| t.dir) else { return };
         self.dirs[dir as usize].node = Some(n);
         for k in self.table.open_keys() {
@@ -315,7 +313,8 @@ impl Source {
                 continue;
             }
             let before = open.parser.unemitted_offset();
-            let mut router = Router::new(&mut self.batch, &mut self.hold, open, wait_node, self.cfg.source.actor_hold);
+            let mut router =
+                Router::new(&mut self.batch, &mut self.hold, open.route_parts(), wait_node, self.cfg.source.actor_hold);
             let opts = &self.cfg.source.parse;
             open.flush_if_idle(now, idle, partial, limit, &mut self.corr, opts, &mut |r| router.route(r));
             if open.parser.unemitted_offset() != before {
@@ -350,7 +349,8 @@ impl Source {
     pub(super) fn finish_all(&mut self) {
         for key in self.table.open_keys() {
             let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
-            let mut router = Router::new(&mut self.batch, &mut self.hold, open, None, self.cfg.source.actor_hold);
+            let mut router =
+                Router::new(&mut self.batch, &mut self.hold, open.route_parts(), None, self.cfg.source.actor_hold);
             open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
             self.dirty.insert(key);
         }

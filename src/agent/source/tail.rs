@@ -204,6 +204,14 @@ impl Tailed {
         }
     }
 
+    /// What the enrich stage's [`crate::agent::enrich::Router`] needs of this file:
+    /// its key, its metadata and the seed of its document ids (its inode and its
+    /// first line's hash, so a recycled inode gives different ids).
+    pub fn route_parts(&mut self) -> (FileKey, Arc<FileMeta>, u128) {
+        let identity = crate::agent::enrich::route::identity(self.key, self.first_line_hash());
+        (self.key, self.meta.clone(), crate::agent::batch::doc_id_seed(&identity))
+    }
+
     /// Bytes between what was read and the end of the file.
     pub fn behind(&self) -> u64 {
         self.size.saturating_sub(self.parser.offset())

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{FileMeta, Record};
 
 use super::hold::{Hold, Wait};
-use super::tail::Tailed;
-use crate::agent::batch::{doc_id_from, doc_id_seed, Batch};
+use crate::agent::batch::{doc_id_from, Batch};
 use crate::agent::checkpoint::FileKey;
 
 /// Routes the records of one file during one read.
@@ -30,25 +29,17 @@ pub struct Router<'a> {
 }
 
 impl<'a> Router<'a> {
-    /// `wait_node`: until when records without a node id wait for it.
+    /// The records of the file `key`, whose document ids derive from `seed` (see
+    /// [`crate::agent::batch::doc_id_seed`]). `wait_node`: until when records
+    /// without a node id wait for it.
     pub fn new(
         batch: &'a mut Batch,
         hold: &'a mut Hold,
-        t: &mut Tailed,
+        (key, meta, seed): (FileKey, Arc<FileMeta>, u128),
         wait_node: Option<Instant>,
         actor_hold: Duration,
     ) -> Router<'a> {
-        Router {
-            held_file: hold.holds_file(&t.key),
-            seed: doc_id_seed(&file_identity(t)),
-            key: t.key,
-            meta: t.meta.clone(),
-            now: now_ns(),
-            wait_node,
-            actor_hold,
-            batch,
-            hold,
-        }
+        Router { held_file: hold.holds_file(&key), seed, key, meta, now: now_ns(), wait_node, actor_hold, batch, hold }
     }
 
     pub fn route(&mut self, r: &Record<'_>) {
@@ -70,11 +61,6 @@ pub fn now_ns() -> i64 {
 
 /// The identity a file's document ids derive from: its inode and first-line hash,
 /// so a recycled inode gives different ids.
-pub fn file_identity(t: &mut Tailed) -> String {
-    identity(t.key, t.first_line_hash())
-}
-
-/// [`file_identity`] from its parts (for a file no longer open).
 pub fn identity(key: FileKey, first_line_hash: u64) -> String {
     format!("{}:{first_line_hash:x}", key.label())
 }
