@@ -10,6 +10,7 @@ pub mod archive;
 pub mod cli;
 pub mod discover;
 pub mod filter;
+pub mod health;
 pub mod pretty;
 pub mod progress;
 pub mod scan;

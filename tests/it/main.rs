@@ -7,6 +7,7 @@ mod cli;
 mod config_reference;
 mod examples;
 mod golden;
+mod health;
 mod live;
 mod live_check;
 mod loki_real;
