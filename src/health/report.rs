@@ -241,7 +241,12 @@ impl Collector {
         if r.level >= Some(Level::Error) {
             self.error(r);
         }
-        let Some(ev) = detect(r) else { return };
+        if let Some(ev) = detect(r) {
+            self.record(r, ev);
+        }
+    }
+
+    fn record(&mut self, r: &Record<'_>, ev: Event<'_>) {
         let t = r.timestamp;
         match ev {
             Event::WorkerDeath(d) => {
@@ -277,17 +282,7 @@ impl Collector {
                 node_id: id(h.node_id),
                 detail: crate::trace::facts::short(h.detail, 200),
             }),
-            Event::TaskFailure(f) => self.tasks.push((
-                f.exception.into_owned(),
-                TaskFailureRow {
-                    task_id: id(f.task_id),
-                    name: f.task_name.map(str::to_string),
-                    attempt: f.attempt,
-                    error_type: f.error_type.into_owned(),
-                    time: time(t),
-                    source_export: f.source == TaskFailureSource::Export,
-                },
-            )),
+            Event::TaskFailure(f) => self.tasks.push((f.exception.to_string(), task_row(&f, t))),
             Event::DriverExit(d) => {
                 let row = DriverFailureRow {
                     submission_id: d.submission_id.to_string(),
@@ -453,6 +448,17 @@ impl Collector {
             restarts: actors.iter().map(|a| a.restarts).sum(),
             actors,
         }
+    }
+}
+
+fn task_row(f: &super::detect::TaskFailure<'_>, t: Option<Timestamp>) -> TaskFailureRow {
+    TaskFailureRow {
+        task_id: id(f.task_id),
+        name: f.task_name.map(str::to_string),
+        attempt: f.attempt,
+        error_type: f.error_type.to_string(),
+        time: time(t),
+        source_export: f.source == TaskFailureSource::Export,
     }
 }
 

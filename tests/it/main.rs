@@ -3,6 +3,7 @@
 //! against changing files and against a real Loki, and the deployment examples and
 //! configuration reference checked against the code.
 
+mod alerts;
 mod cli;
 mod config_reference;
 mod examples;
