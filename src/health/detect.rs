@@ -160,14 +160,16 @@ pub enum Event<'a> {
 }
 
 impl Event<'_> {
-    /// Whether a per-record counter should count this event, so each failure is
-    /// counted once: not a worker death GCS repeats (the raylet's event counts it,
-    /// on the node where it happened), nor an export event's system error for a
-    /// task (the owner's `Task attempt … failed` line counts it; export events
-    /// add only the user exceptions the owner does not log).
+    /// Whether a per-record counter should count this event, so that the agent's
+    /// counters agree with `raylog health`: not a worker death GCS repeats (the
+    /// raylet's event counts it, on the node where it happened), not an actor whose
+    /// worker exited as intended (`need_reschedule = 0`), and not an export event's
+    /// system error for a task (the owner's `Task attempt … failed` line counts it;
+    /// export events add only the user exceptions the owner does not log).
     pub fn counts_once(&self) -> bool {
         match self {
             Event::WorkerDeath(d) => d.source != DeathSource::Gcs,
+            Event::ActorFailure(a) => a.need_reschedule,
             Event::TaskFailure(f) => f.source == TaskFailureSource::Owner || f.error_type == "TASK_EXECUTION_EXCEPTION",
             _ => true,
         }

@@ -278,3 +278,30 @@ fn readme_sample_is_real_output() {
     let run = health(&[&fixture("ray-2.60-text")], &[]);
     assert_eq!(block[open..close], run.stdout, "README's Ray health sample differs from the output");
 }
+
+/// What the agent will count per record (`detect` + `counts_once`, no state across
+/// records) equals what `raylog health` reports after merging, on every fixture.
+#[test]
+fn per_record_counting_agrees_with_the_report() {
+    use raylog::health::{detect, Event};
+    for dir in fixture_dirs() {
+        let disc = raylog::discover::discover(std::slice::from_ref(&dir));
+        let cfg = raylog::scan::ScanConfig::default();
+        let (mut deaths, mut actors, mut restarts, mut nodes, mut tasks) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        raylog::scan::scan(&disc, &cfg, &mut |_| {}, &mut |r| {
+            let Some(ev) = detect(r).filter(|e| e.counts_once()) else { return };
+            match ev {
+                Event::WorkerDeath(_) => deaths += 1,
+                Event::ActorFailure(a) => {
+                    actors += 1;
+                    restarts += u64::from(a.restarts());
+                }
+                Event::NodeDeath(_) => nodes += 1,
+                Event::TaskFailure(_) => tasks += 1,
+                _ => {}
+            }
+        });
+        let r = json(&[&dir], &[]);
+        assert_eq!((deaths, actors, restarts, nodes, tasks), counts(&r), "{}", dir.display());
+    }
+}
