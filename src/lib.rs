@@ -9,6 +9,7 @@ pub mod agent;
 pub mod cli;
 pub mod discover;
 pub mod filter;
+pub mod health;
 pub mod lines;
 pub mod prescan;
 pub mod pretty;

@@ -5,6 +5,7 @@
 //! message names the flag that caused it.
 
 pub mod check_config;
+pub mod health;
 pub mod parse;
 pub mod ship;
 pub mod trace;
@@ -29,6 +30,7 @@ pub struct Cli {
 pub enum Command {
     Parse(parse::ParseArgs),
     Trace(trace::TraceArgs),
+    Health(health::HealthArgs),
     Ship(ship::ShipArgs),
     CheckConfig(check_config::CheckConfigArgs),
 }
@@ -140,6 +142,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Parse(a) => parse::run(a),
         Command::Trace(a) => trace::run(a),
+        Command::Health(a) => health::run(a),
         Command::Ship(a) => ship::run(a),
         Command::CheckConfig(a) => check_config::run(a),
     }

@@ -224,8 +224,11 @@ fn loki_emits() -> (BTreeSet<String>, BTreeSet<String>) {
 }
 
 /// Every LogQL expression in a Grafana dashboard: panel targets and variable queries.
+/// Panels and targets on the Prometheus datasource (the Ray health row) hold PromQL,
+/// checked in `alerts.rs`'s way by `dashboard_promql_parses` below.
 fn logql_of(v: &Value, out: &mut Vec<String>) {
     match v {
+        Value::Object(m) if m.get("datasource").is_some_and(|d| d["type"] == "prometheus") => {}
         Value::Object(m) => {
             for (k, x) in m {
                 match (k.as_str(), x) {
@@ -485,4 +488,28 @@ fn examples_refer_to_files_and_objects_that_exist() {
         compose_text.split_whitespace().any(|w| w == format!("http://elasticsearch:9200/_ilm/policy/{policy}")),
         "the compose demo does not install the ILM policy {policy}"
     );
+}
+
+/// The dashboard's Ray health row: PromQL that parses, on the Prometheus datasource
+/// variable, naming the agent's metrics, each panel linking to its Loki records.
+#[test]
+fn dashboard_promql_parses() {
+    let p = examples_dir().join("grafana/dashboards/ray-logs.json");
+    let d = &documents(&p).unwrap()[0];
+    let panels: Vec<&Value> =
+        d["panels"].as_array().unwrap().iter().filter(|x| x["datasource"]["type"] == "prometheus").collect();
+    assert!(panels.len() >= 6, "no Ray health row: {} Prometheus panels", panels.len());
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap();
+        assert_eq!(panel["datasource"]["uid"], "${prometheus}", "{title}");
+        assert!(
+            panel["links"][0]["url"].as_str().is_some_and(|u| u.contains("var-filter=")),
+            "{title}: no link to Loki"
+        );
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap().replace("$__rate_interval", "5m").replace("$node", ".*");
+            promql_parser::parser::parse(&expr).unwrap_or_else(|e| panic!("{title}: {e}: {expr}"));
+            assert!(expr.contains("raylog_"), "{title}: {expr}");
+        }
+    }
 }

@@ -3,10 +3,12 @@
 //! against changing files and against a real Loki, and the deployment examples and
 //! configuration reference checked against the code.
 
+mod alerts;
 mod cli;
 mod config_reference;
 mod examples;
 mod golden;
+mod health;
 mod live;
 mod live_check;
 mod loki_real;

@@ -1,0 +1,488 @@
+//! Detect: the failure events Ray states in its own logs, one record at a time.
+//!
+//! [`detect`] is called for every record by `raylog health` and by the agent, so it
+//! looks at the component first and at one byte of the message before any string
+//! search, and returns borrowed text: a record that matches nothing costs a few
+//! comparisons and no allocation. Each `*_event` function quotes the Ray message it
+//! reads and the versions it was seen in; where Ray reworded a message between
+//! 2.9, 2.40 and 2.60 every wording is accepted. No regex is used: the messages are
+//! fixed C++ stream outputs, so `find` on their literal parts is exact and cheap.
+
+use std::borrow::Cow;
+
+use raylog_parsers::record::FieldValue;
+use raylog_parsers::{Id, Level, Record};
+
+/// Which log said a worker died. GCS (`gcs_server.out`, head node only) and the
+/// raylet's `RAY_WORKER_FAILURE` event (every node) both report the same death, so
+/// a consumer counting deaths picks one source per death: the report merges them
+/// by worker id, the agent counts [`DeathSource::RayletEvent`] (see `counts_once`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeathSource {
+    Gcs,
+    RayletEvent,
+}
+
+/// A worker process that exited other than as intended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerDeath<'a> {
+    pub source: DeathSource,
+    pub worker_id: Option<Id>,
+    pub node_id: Option<Id>,
+    pub pid: Option<u32>,
+    /// `SYSTEM_ERROR`, `USER_ERROR`, `NODE_OUT_OF_MEMORY`, ...
+    pub exit_type: &'a str,
+    pub detail: Option<&'a str>,
+}
+
+/// The raylet's memory monitor killing workers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OomKill<'a> {
+    /// Workers killed by this decision (2.60 kills several at once).
+    pub workers: u32,
+    pub detail: &'a str,
+}
+
+/// GCS handling the death of an actor's worker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActorFailure {
+    pub actor_id: Option<Id>,
+    pub worker_id: Option<Id>,
+    pub node_id: Option<Id>,
+    pub job_id: Option<Id>,
+    /// GCS reschedules the actor (0 when the exit was intended, e.g. the job ended).
+    pub need_reschedule: bool,
+    /// Restarts left after this one; -1 is unlimited.
+    pub remaining_restarts: Option<i64>,
+}
+
+impl ActorFailure {
+    /// Whether GCS restarts the actor after this failure.
+    pub fn restarts(&self) -> bool {
+        self.need_reschedule && self.remaining_restarts.is_some_and(|n| n != 0)
+    }
+}
+
+/// GCS removing a node from the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeDeath<'a> {
+    pub node_id: Option<Id>,
+    /// `EXPECTED_TERMINATION`, `UNEXPECTED_TERMINATION`, `AUTOSCALER_DRAIN_IDLE`, ...
+    /// (absent in 2.9, which logs no reason).
+    pub reason: Option<&'a str>,
+    pub message: Option<&'a str>,
+}
+
+impl NodeDeath<'_> {
+    /// A planned removal (`ray stop`, SIGTERM at shutdown, autoscaler drain).
+    pub fn expected(&self) -> bool {
+        self.reason.is_some_and(|r| r == "EXPECTED_TERMINATION" || r.starts_with("AUTOSCALER_DRAIN"))
+    }
+}
+
+/// What went wrong between GCS and a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GcsHealthKind {
+    /// One failed health check of a raylet (GCS counts down to the node's death).
+    CheckFailed,
+    /// The last check failed: GCS declares the node dead.
+    NodeDeclaredDead,
+    /// A raylet or worker cannot reach GCS (slow or unavailable RPCs).
+    GcsUnreachable,
+}
+
+impl GcsHealthKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GcsHealthKind::CheckFailed => "health_check_failed",
+            GcsHealthKind::NodeDeclaredDead => "node_failed_health_check",
+            GcsHealthKind::GcsUnreachable => "gcs_unreachable",
+        }
+    }
+}
+
+/// A GCS health problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GcsHealth<'a> {
+    pub kind: GcsHealthKind,
+    pub node_id: Option<Id>,
+    pub detail: &'a str,
+}
+
+/// Who reported a task failure: the owner's core-worker log, or the 2.60 export
+/// events (which carry the Python exception). One failure can appear in both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskFailureSource {
+    Owner,
+    Export,
+}
+
+/// A task or actor-method attempt that failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskFailure<'a> {
+    pub source: TaskFailureSource,
+    pub task_id: Option<Id>,
+    pub attempt: Option<u32>,
+    /// Ray's error type: `TASK_EXECUTION_EXCEPTION`, `ACTOR_DIED`, `ACTOR_UNAVAILABLE`...
+    pub error_type: Cow<'a, str>,
+    /// The Python exception class for an exception raised by user code, else the
+    /// error type: what `task_failures` groups by.
+    pub exception: Cow<'a, str>,
+    pub task_name: Option<&'a str>,
+}
+
+/// A submitted job's driver that ended with an error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DriverExit<'a> {
+    pub submission_id: &'a str,
+    /// `exit code N` or `FAILED`/`STOPPED`.
+    pub outcome: &'a str,
+}
+
+/// The raylet spilling objects to external storage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spill {
+    pub mib: f64,
+    pub objects: u64,
+}
+
+/// One recognised failure event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event<'a> {
+    WorkerDeath(WorkerDeath<'a>),
+    OomKill(OomKill<'a>),
+    ActorFailure(ActorFailure),
+    NodeDeath(NodeDeath<'a>),
+    GcsHealth(GcsHealth<'a>),
+    TaskFailure(TaskFailure<'a>),
+    DriverExit(DriverExit<'a>),
+    Spill(Spill),
+}
+
+impl Event<'_> {
+    /// Whether a per-record counter should count this event, so that the agent's
+    /// counters agree with `raylog health`: not a worker death GCS repeats (the
+    /// raylet's event counts it, on the node where it happened), not an actor whose
+    /// worker exited as intended (`need_reschedule = 0`), and not an export event's
+    /// system error for a task (the owner's `Task attempt … failed` line counts it;
+    /// export events add only the user exceptions the owner does not log).
+    pub fn counts_once(&self) -> bool {
+        match self {
+            Event::WorkerDeath(d) => d.source != DeathSource::Gcs,
+            Event::ActorFailure(a) => a.need_reschedule,
+            Event::TaskFailure(f) => f.source == TaskFailureSource::Owner || f.error_type == "TASK_EXECUTION_EXCEPTION",
+            _ => true,
+        }
+    }
+}
+
+/// What `r` says went wrong, if anything.
+pub fn detect<'a>(r: &Record<'a>) -> Option<Event<'a>> {
+    let m = r.message;
+    let first = *m.as_bytes().first()?;
+    match r.file.component.as_str() {
+        "gcs_server" => gcs_event(r, first),
+        "raylet" => raylet_event(r, first),
+        "core_worker" | "core_driver" => match first {
+            b'T' => owner_task_failure(r).map(Event::TaskFailure),
+            b'F' => gcs_unreachable(r).map(Event::GcsHealth),
+            _ => None,
+        },
+        "event" => match first {
+            b'A' => worker_failure_event(r).map(Event::WorkerDeath),
+            b'C' => job_event(m).map(Event::DriverExit),
+            _ => None,
+        },
+        "export_event" if first == b'E' => export_task_failure(r).map(Event::TaskFailure),
+        "job_supervisor" if first == b'J' => supervisor_exit(m).map(Event::DriverExit),
+        _ => None,
+    }
+}
+
+fn gcs_event<'a>(r: &Record<'a>, first: u8) -> Option<Event<'a>> {
+    match first {
+        b'R' => gcs_worker_exit(r).map(Event::WorkerDeath).or_else(|| node_removed(r).map(Event::NodeDeath)),
+        b',' => node_removed(r).map(Event::NodeDeath),
+        b'A' => actor_failed(r).map(Event::ActorFailure),
+        b'H' | b'N' => health_check(r).map(Event::GcsHealth),
+        _ => None,
+    }
+}
+
+fn raylet_event<'a>(r: &Record<'a>, first: u8) -> Option<Event<'a>> {
+    match first {
+        b'K' => oom_kill(r.message).map(Event::OomKill),
+        b'S' => spilled(r.message).map(Event::Spill),
+        _ if r.level >= Some(Level::Warning) => gcs_unreachable(r).map(Event::GcsHealth),
+        _ => None,
+    }
+}
+
+/// The text after `label` up to (not including) the first of `ends`, or the end.
+fn between<'a>(m: &'a str, label: &str, ends: &[char]) -> Option<&'a str> {
+    let rest = &m[m.find(label)? + label.len()..];
+    let end = rest.find(ends).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+fn id_after(m: &str, label: &str) -> Option<Id> {
+    between(m, label, &[',', ' ', '.']).and_then(|s| Id::parse(s.as_bytes()))
+}
+
+fn upper_word(s: &str) -> Option<&str> {
+    let end = s.find(|c: char| !(c.is_ascii_uppercase() || c == '_')).unwrap_or(s.len());
+    (end > 0).then_some(&s[..end])
+}
+
+/// GCS, for every worker that did not exit as intended (`gcs_worker_manager.cc`;
+/// intended exits are logged at DEBUG):
+///
+/// `Reporting worker exit, worker id = <wid>, node id = <nid>, address = <ip>,
+/// exit_type = SYSTEM_ERROR, exit_detail = Worker unexpectedly exits with a
+/// connection error code 2. End of file. …` (2.9.3, 2.40, 2.60; 2.40/2.60 append
+/// ` worker_id=…` context, the 2.60 C++ JSON form keeps only the message).
+pub fn gcs_worker_exit<'a>(r: &Record<'a>) -> Option<WorkerDeath<'a>> {
+    let m = r.message;
+    if !m.starts_with("Reporting worker exit, ") {
+        return None;
+    }
+    Some(WorkerDeath {
+        source: DeathSource::Gcs,
+        worker_id: id_after(m, "worker id = ").or(r.ids.worker_id),
+        node_id: id_after(m, "node id = ").or(r.ids.node_id),
+        pid: None,
+        exit_type: upper_word(between(m, "exit_type = ", &[','])?)?,
+        detail: between(m, "exit_detail = ", &[]).map(strip_pairs),
+    })
+}
+
+/// The raylet's `RAY_WORKER_FAILURE` event (`events/event_RAYLET.log`), written on
+/// the node where the worker died:
+///
+/// `A worker died or was killed while executing a task by an unexpected system
+/// error. … Lease ID: <id> Worker ID: <wid> Node ID: <nid> Worker IP address: <ip>
+/// Worker port: <n> Worker PID: <pid> Worker exit type: SYSTEM_ERROR Worker exit
+/// detail: …` (2.60; 2.9.3 and 2.40 say `RayTask ID:` instead of `Lease ID:`).
+pub fn worker_failure_event<'a>(r: &Record<'a>) -> Option<WorkerDeath<'a>> {
+    let m = r.message;
+    if !m.starts_with("A worker died or was killed") {
+        return None;
+    }
+    Some(WorkerDeath {
+        source: DeathSource::RayletEvent,
+        worker_id: id_after(m, "Worker ID: ").or(r.ids.worker_id),
+        node_id: id_after(m, "Node ID: ").or(r.ids.node_id),
+        pid: between(m, "Worker PID: ", &[' ']).and_then(|p| p.parse().ok()),
+        exit_type: upper_word(between(m, "Worker exit type: ", &[' '])?)?,
+        detail: between(m, "Worker exit detail: ", &[]),
+    })
+}
+
+/// A C++ message without the ` key=value` context pairs 2.40+ append.
+fn strip_pairs(s: &str) -> &str {
+    let mut s = s.trim_end();
+    while let Some(i) = s.rfind(' ') {
+        let (k, _) = s[i + 1..].split_once('=').unwrap_or(("", ""));
+        if k.is_empty() || !k.bytes().all(|c| c.is_ascii_lowercase() || c == b'_') {
+            break;
+        }
+        s = s[..i].trim_end();
+    }
+    s
+}
+
+/// GCS deciding what happens to an actor whose worker died (`gcs_actor_manager.cc`):
+///
+/// - 2.60: `Actor is failed on worker <wid> at node <nid>, need_reschedule = 1, death
+///   context type = ActorDiedErrorContext, remaining_restarts = 1, num_restarts = 0,
+///   num_restarts_due_to_node_preemption = 0, preempted = 0 job_id=01000000 actor_id=<aid>`
+/// - 2.40: the same up to `remaining_restarts = 1`, then ` job_id=… actor_id=…`
+/// - 2.9.3: `Actor <aid> is failed on worker <wid> at node <nid>, need_reschedule = 1,
+///   death context type = ActorDiedErrorContext, remaining_restarts = 0, job id = 01000000`
+pub fn actor_failed(r: &Record<'_>) -> Option<ActorFailure> {
+    let m = r.message;
+    if !m.starts_with("Actor ") {
+        return None;
+    }
+    let at = m.find("is failed on worker ")?;
+    let leading = Id::parse(m["Actor ".len()..at].trim().as_bytes());
+    Some(ActorFailure {
+        actor_id: leading.or_else(|| id_after(m, "actor_id=")).or(r.ids.actor_id),
+        worker_id: id_after(m, "is failed on worker ").or(r.ids.worker_id),
+        node_id: id_after(m, " at node ").or(r.ids.node_id),
+        job_id: id_after(m, "job_id=").or_else(|| id_after(m, "job id = ")).or(r.ids.job_id),
+        need_reschedule: between(m, "need_reschedule = ", &[',', ' '])? != "0",
+        remaining_restarts: between(m, "remaining_restarts = ", &[',', ' ']).and_then(|n| n.parse().ok()),
+    })
+}
+
+/// GCS removing a node (`gcs_node_manager.cc`):
+///
+/// - 2.60: `, death reason = EXPECTED_TERMINATION, death message = received SIGTERM
+///   node_id=<nid> node_name=192.0.2.2` (the message starts with the comma)
+/// - 2.40: `Removing node, node name = 192.0.2.2, death reason = EXPECTED_TERMINATION,
+///   death message = received SIGTERM node_id=<nid>`
+/// - 2.9.3: `Removing node, node id = <nid>, node name = 192.0.2.2` (no reason)
+pub fn node_removed<'a>(r: &Record<'a>) -> Option<NodeDeath<'a>> {
+    let m = r.message;
+    if !(m.starts_with(", death reason = ") || m.starts_with("Removing node, ")) {
+        return None;
+    }
+    Some(NodeDeath {
+        node_id: id_after(m, "node id = ").or_else(|| id_after(m, "node_id=")).or(r.ids.node_id),
+        reason: between(m, "death reason = ", &[',', ' ']),
+        message: between(m, "death message = ", &[]).map(strip_pairs),
+    })
+}
+
+/// GCS health checks of raylets (`gcs_health_check_manager.cc`):
+///
+/// - `Health check failed for node <nid>, remaining checks 4` (2.x; 2.60 appends the
+///   gRPC status): one missed check.
+/// - `Node <nid> is dead because the health check failed.` (2.x before 2.60) and
+///   `Node is dead because the health check failed.` with ` node_id=<nid>` (2.60).
+pub fn health_check<'a>(r: &Record<'a>) -> Option<GcsHealth<'a>> {
+    let m = r.message;
+    let kind = if m.starts_with("Health check failed for node ") {
+        GcsHealthKind::CheckFailed
+    } else if m.starts_with("Node ") && m.contains("is dead because the health check failed") {
+        GcsHealthKind::NodeDeclaredDead
+    } else {
+        return None;
+    };
+    let node_id = id_after(m, "for node ")
+        .or_else(|| Id::parse(m["Node ".len()..].split(' ').next().unwrap_or("").as_bytes()))
+        .or_else(|| id_after(m, "node_id="))
+        .or(r.ids.node_id);
+    Some(GcsHealth { kind, node_id, detail: strip_pairs(m) })
+}
+
+/// A raylet or core worker failing to reach GCS (2.60 raylet and `_raylet.so`
+/// strings; the same wording since 2.x):
+///
+/// - `Failed to connect to GCS within 60 seconds. GCS may have been killed…`
+/// - `Failed to connect to GCS at address <ip:port> within 5 seconds.`
+/// - `<service> has been unavailable for more than <n> seconds` (retrying gRPC
+///   clients, e.g. `gcs_client.cc`).
+pub fn gcs_unreachable<'a>(r: &Record<'a>) -> Option<GcsHealth<'a>> {
+    let m = r.message;
+    let hit = m.starts_with("Failed to connect to GCS")
+        || (m.contains("GCS") && m.contains(" has been unavailable for more than "));
+    hit.then(|| GcsHealth { kind: GcsHealthKind::GcsUnreachable, node_id: r.ids.node_id, detail: strip_pairs(m) })
+}
+
+/// The raylet's memory monitor (`node_manager.cc`) choosing workers to kill:
+///
+/// - 2.60: `Killing %d worker(s), kill details: %s` (the format string in the 2.60
+///   `raylet` binary; since 2.56 several workers can go at once)
+/// - before 2.56 (2.40): `Killing worker with task <task spec>` followed by the
+///   memory usage and the suggestions, one per kill
+///
+/// Each killed worker then exits with type `NODE_OUT_OF_MEMORY`.
+pub fn oom_kill(m: &str) -> Option<OomKill<'_>> {
+    if let Some(rest) = m.strip_prefix("Killing ") {
+        if rest.starts_with("worker with task ") {
+            return Some(OomKill { workers: 1, detail: m });
+        }
+        let (n, tail) = rest.split_once(' ')?;
+        if tail.starts_with("worker(s), kill details: ") {
+            return Some(OomKill { workers: n.parse().ok()?, detail: m });
+        }
+    }
+    None
+}
+
+/// The raylet's spill summary (`local_object_manager.cc`, 2.x):
+/// `Spilled 512 MiB, 4 objects, write throughput 310 MiB/s.`
+pub fn spilled(m: &str) -> Option<Spill> {
+    let rest = m.strip_prefix("Spilled ")?;
+    let (mib, rest) = rest.split_once(" MiB, ")?;
+    let (objects, _) = rest.split_once(" objects")?;
+    Some(Spill { mib: mib.parse().ok()?, objects: objects.parse().ok()? })
+}
+
+/// The owner's core-worker log when an attempt of a task it submitted fails
+/// (`task_manager.cc`):
+///
+/// `Task attempt <tid> failed with error ACTOR_UNAVAILABLE Fail immediately? 0,
+/// status RpcError: …` (2.40, 2.60) and `… failed with error ACTOR_DIED …` (2.9.3).
+/// An exception raised by user code is not logged here; the export events carry it.
+pub fn owner_task_failure<'a>(r: &Record<'a>) -> Option<TaskFailure<'a>> {
+    let m = r.message;
+    let rest = m.strip_prefix("Task attempt ")?;
+    let kind = upper_word(between(rest, " failed with error ", &[' '])?)?;
+    Some(TaskFailure {
+        source: TaskFailureSource::Owner,
+        task_id: Id::parse(rest.split(' ').next()?.as_bytes()).or(r.ids.task_id),
+        attempt: None,
+        error_type: Cow::Borrowed(kind),
+        exception: Cow::Borrowed(kind),
+        task_name: r.task_name,
+    })
+}
+
+/// A 2.60 `EXPORT_TASK` event whose state update has an `error_info`
+/// (`export_events/event_EXPORT_TASK_<pid>.log`, with `RAY_enable_export_api_write=1`):
+/// `{"error_info":{"error_message":"User exception:\n… ValueError: bad input 7",
+/// "error_type":"TASK_EXECUTION_EXCEPTION"}, …}`. The exception class is the last
+/// line's `Name:` of `error_message`.
+pub fn export_task_failure<'a>(r: &Record<'a>) -> Option<TaskFailure<'a>> {
+    if !r.message.starts_with("EXPORT_TASK") {
+        return None;
+    }
+    let Some(FieldValue::Json(data)) = r.fields.get("event_data") else {
+        return None;
+    };
+    if !data.contains("\"error_info\"") {
+        return None;
+    }
+    let path = |k| crate::trace::facts::json_path(data, &["state_updates", "error_info", k]);
+    let error_type = path("error_type")?;
+    let exception = match error_type.as_str() {
+        "TASK_EXECUTION_EXCEPTION" => path("error_message").as_deref().and_then(exception_class),
+        _ => None,
+    };
+    Some(TaskFailure {
+        source: TaskFailureSource::Export,
+        task_id: r.ids.task_id,
+        attempt: crate::trace::facts::attempt_in_text(r.message),
+        exception: Cow::Owned(exception.unwrap_or_else(|| error_type.clone())),
+        error_type: Cow::Owned(error_type),
+        task_name: r.task_name,
+    })
+}
+
+/// `ValueError` from a Python traceback's last line `ValueError: bad input 7`
+/// (dotted names kept: `ray.exceptions.RayTaskError`).
+pub fn exception_class(text: &str) -> Option<String> {
+    let last = text.trim_end().lines().last()?.trim();
+    let name = last.split(':').next()?.trim();
+    let ok = !name.is_empty()
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    ok.then(|| name.to_string())
+}
+
+/// The job supervisor (`job_supervisor.py`, 2.x) when a submitted driver ends:
+/// `Job raysubmit_etl_001 entrypoint command exited with code 0`. Only non-zero
+/// codes are failures.
+pub fn supervisor_exit(m: &str) -> Option<DriverExit<'_>> {
+    let rest = m.strip_prefix("Job ")?;
+    let (id, tail) = rest.split_once(' ')?;
+    let code = tail.strip_prefix("entrypoint command exited with code ")?;
+    (code.trim() != "0").then(|| DriverExit { submission_id: id, outcome: m.rsplit_once(" with ").map_or(m, |x| x.1) })
+}
+
+/// The `JOBS` event at a job's end (`events/event_JOBS.log`, 2.x):
+/// `Completed a ray job raysubmit_etl_001 with a status SUCCEEDED.`; `FAILED` and
+/// `STOPPED` are failures.
+pub fn job_event(m: &str) -> Option<DriverExit<'_>> {
+    let rest = m.strip_prefix("Completed a ray job ")?;
+    let (id, status) = rest.split_once(" with a status ")?;
+    let status = status.trim_end_matches('.');
+    (status != "SUCCEEDED").then_some(DriverExit { submission_id: id, outcome: status })
+}
+
+#[cfg(test)]
+#[path = "detect_tests.rs"]
+mod tests;

@@ -1,0 +1,540 @@
+//! Report: the events of a whole scan, merged and grouped for an incident responder.
+//!
+//! [`Collector::observe`] runs per record: [`detect`] first, then a few cheap facts
+//! other records state (a worker's pid, an actor's class and name) so a death can
+//! be told with them; ERROR and FATAL records feed the message templates. One death
+//! said twice (GCS and the raylet's event) is one death: rows merge by worker id.
+//! [`Collector::finish`] sorts everything into the owned, serialisable [`Report`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use raylog_parsers::{Id, Level, Record, Timestamp};
+use serde::Serialize;
+
+use super::detect::{detect, DeathSource, Event, TaskFailureSource};
+use super::template::template;
+
+/// How many `top_errors` templates are kept.
+pub const TOP_ERRORS: usize = 20;
+
+fn time(t: Option<Timestamp>) -> Option<String> {
+    t.map(|t| t.to_rfc3339())
+}
+
+fn id(i: Option<Id>) -> Option<String> {
+    i.map(|i| i.as_str().to_string())
+}
+
+/// One worker that died.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WorkerDeathRow {
+    pub worker_id: Option<String>,
+    pub pid: Option<u32>,
+    pub node_id: Option<String>,
+    pub time: Option<String>,
+    pub exit_type: String,
+    pub detail: Option<String>,
+    /// The actor the worker hosted, when GCS said so.
+    pub actor_id: Option<String>,
+    /// GCS's time is to the millisecond, the event's to the second.
+    #[serde(skip)]
+    from_gcs: bool,
+}
+
+/// Worker deaths of one exit type.
+#[derive(Debug, Serialize)]
+pub struct ExitTypeGroup {
+    pub exit_type: String,
+    pub count: usize,
+    pub workers: Vec<WorkerDeathRow>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct WorkerDeaths {
+    pub total: usize,
+    pub by_exit_type: Vec<ExitTypeGroup>,
+}
+
+/// One decision of the memory monitor.
+#[derive(Debug, Serialize)]
+pub struct OomKillRow {
+    pub time: Option<String>,
+    pub node_id: Option<String>,
+    pub workers: u32,
+    pub detail: String,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct OomKills {
+    /// Workers killed by the memory monitor (its kill lines, or, where those are
+    /// missing, deaths with exit type `NODE_OUT_OF_MEMORY`).
+    pub total: u64,
+    pub kills: Vec<OomKillRow>,
+}
+
+/// One failure of an actor.
+#[derive(Debug, Serialize)]
+pub struct ActorFailureRow {
+    pub time: Option<String>,
+    pub worker_id: Option<String>,
+    pub pid: Option<u32>,
+    pub node_id: Option<String>,
+    pub exit_type: Option<String>,
+    pub restarted: bool,
+    pub remaining_restarts: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ActorRow {
+    pub actor_id: String,
+    pub class: Option<String>,
+    pub name: Option<String>,
+    pub job_id: Option<String>,
+    pub failures: usize,
+    pub restarts: usize,
+    pub events: Vec<ActorFailureRow>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ActorFailures {
+    pub failures: usize,
+    pub restarts: usize,
+    pub actors: Vec<ActorRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeDeathRow {
+    pub node_id: Option<String>,
+    pub time: Option<String>,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    /// `true` for a planned removal, `null` when Ray did not log a reason (2.9).
+    pub expected: Option<bool>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct NodeDeaths {
+    pub total: usize,
+    /// Deaths whose logged reason is not a planned removal (`ray stop`, SIGTERM,
+    /// drain); 2.9 logs no reason, so its removals count in neither.
+    pub unexpected: usize,
+    pub nodes: Vec<NodeDeathRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GcsHealthRow {
+    pub time: Option<String>,
+    pub kind: &'static str,
+    pub node_id: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct GcsHealth {
+    pub total: usize,
+    pub by_kind: BTreeMap<&'static str, usize>,
+    pub events: Vec<GcsHealthRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskFailureRow {
+    pub task_id: Option<String>,
+    pub name: Option<String>,
+    pub attempt: Option<u32>,
+    pub error_type: String,
+    pub time: Option<String>,
+    #[serde(skip)]
+    source_export: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExceptionGroup {
+    pub exception: String,
+    pub count: usize,
+    pub tasks: Vec<TaskFailureRow>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct TaskFailures {
+    pub total: usize,
+    pub by_exception: Vec<ExceptionGroup>,
+}
+
+/// One ERROR/FATAL message template.
+#[derive(Debug, Serialize)]
+pub struct ErrorTemplate {
+    pub template: String,
+    pub count: u64,
+    pub components: BTreeMap<String, u64>,
+    pub example: String,
+    pub first: Option<String>,
+    pub last: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DriverFailureRow {
+    pub submission_id: String,
+    pub outcome: String,
+    pub time: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Spilling {
+    pub events: usize,
+    pub mib: f64,
+    pub objects: u64,
+}
+
+/// Everything `raylog health` prints. The JSON form is this, serialised.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub worker_deaths: WorkerDeaths,
+    pub oom_kills: OomKills,
+    pub actor_failures: ActorFailures,
+    pub node_deaths: NodeDeaths,
+    pub gcs_health: GcsHealth,
+    pub task_failures: TaskFailures,
+    pub top_errors: Vec<ErrorTemplate>,
+    pub driver_failures: Vec<DriverFailureRow>,
+    pub object_spilling: Spilling,
+    /// ERROR and FATAL records seen (what `top_errors` groups).
+    pub error_records: u64,
+}
+
+struct ActorFact {
+    time: Option<Timestamp>,
+    fail: super::detect::ActorFailure,
+}
+
+struct TemplateAcc {
+    count: u64,
+    components: BTreeMap<String, u64>,
+    example: String,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+}
+
+/// Per-scan state.
+#[derive(Default)]
+pub struct Collector {
+    deaths: Vec<WorkerDeathRow>,
+    death_index: HashMap<Id, usize>,
+    oom: Vec<OomKillRow>,
+    actors: Vec<ActorFact>,
+    nodes: Vec<NodeDeathRow>,
+    gcs: Vec<GcsHealthRow>,
+    tasks: Vec<(String, TaskFailureRow)>,
+    drivers: BTreeMap<String, DriverFailureRow>,
+    spill: Spilling,
+    pids: HashMap<Id, u32>,
+    classes: HashMap<Id, String>,
+    task_names: HashMap<Id, String>,
+    names: HashMap<Id, String>,
+    templates: HashMap<String, TemplateAcc>,
+    errors: u64,
+}
+
+impl Collector {
+    /// Takes in one record.
+    pub fn observe(&mut self, r: &Record<'_>) {
+        self.learn(r);
+        if r.level >= Some(Level::Error) {
+            self.error(r);
+        }
+        if let Some(ev) = detect(r) {
+            self.record(r, ev);
+        }
+    }
+
+    fn record(&mut self, r: &Record<'_>, ev: Event<'_>) {
+        let t = r.timestamp;
+        match ev {
+            Event::WorkerDeath(d) => {
+                let row = WorkerDeathRow {
+                    worker_id: id(d.worker_id),
+                    pid: d.pid,
+                    node_id: id(d.node_id),
+                    time: time(t),
+                    exit_type: d.exit_type.to_string(),
+                    detail: d.detail.map(|s| crate::trace::facts::short(s, 160)),
+                    actor_id: None,
+                    from_gcs: d.source == DeathSource::Gcs,
+                };
+                self.add_death(d.worker_id, row);
+            }
+            Event::OomKill(k) => self.oom.push(OomKillRow {
+                time: time(t),
+                node_id: id(r.ids.node_id),
+                workers: k.workers,
+                detail: crate::trace::facts::short(k.detail, 200),
+            }),
+            Event::ActorFailure(fail) => self.actors.push(ActorFact { time: t, fail }),
+            Event::NodeDeath(n) => self.nodes.push(NodeDeathRow {
+                node_id: id(n.node_id),
+                time: time(t),
+                reason: n.reason.map(str::to_string),
+                message: n.message.map(str::to_string),
+                expected: n.reason.map(|_| n.expected()),
+            }),
+            Event::GcsHealth(h) => self.gcs.push(GcsHealthRow {
+                time: time(t),
+                kind: h.kind.as_str(),
+                node_id: id(h.node_id),
+                detail: crate::trace::facts::short(h.detail, 200),
+            }),
+            Event::TaskFailure(f) => self.tasks.push((f.exception.to_string(), task_row(&f, t))),
+            Event::DriverExit(d) => {
+                let row = DriverFailureRow {
+                    submission_id: d.submission_id.to_string(),
+                    outcome: d.outcome.to_string(),
+                    time: time(t),
+                };
+                self.drivers.entry(row.submission_id.clone()).or_insert(row);
+            }
+            Event::Spill(s) => {
+                self.spill.events += 1;
+                self.spill.mib += s.mib;
+                self.spill.objects += s.objects;
+            }
+        }
+    }
+
+    /// A death said again (GCS and the event) fills in what the first lacked.
+    fn add_death(&mut self, worker: Option<Id>, row: WorkerDeathRow) {
+        let Some(w) = worker else {
+            self.deaths.push(row);
+            return;
+        };
+        match self.death_index.get(&w) {
+            Some(&i) => {
+                let d = &mut self.deaths[i];
+                d.pid = d.pid.or(row.pid);
+                d.node_id = d.node_id.take().or(row.node_id);
+                d.detail = d.detail.take().or(row.detail);
+                if (row.from_gcs && row.time.is_some()) || d.time.is_none() {
+                    d.time = row.time;
+                }
+            }
+            None => {
+                self.death_index.insert(w, self.deaths.len());
+                self.deaths.push(row);
+            }
+        }
+    }
+
+    /// Facts other records state: pids of workers, classes and names of actors.
+    fn learn(&mut self, r: &Record<'_>) {
+        let comp = r.component();
+        if let (Some(w), Some(pid)) = (r.ids.worker_id, r.pid) {
+            if matches!(comp, "worker" | "core_worker") {
+                self.pids.entry(w).or_insert(pid);
+            }
+        }
+        if let (Some(t), Some(n)) = (r.ids.task_id, r.task_name) {
+            self.task_names.entry(t).or_insert_with(|| n.to_string());
+        }
+        let Some(a) = r.ids.actor_id else { return };
+        if comp == "export_event" && r.message.starts_with("EXPORT_ACTOR") {
+            let word = |k| crate::trace::facts::export_word(r.message, k);
+            if let Some(c) = word("class_name") {
+                self.classes.insert(a, c);
+            }
+            if let Some(n) = word("name") {
+                self.names.insert(a, n);
+            }
+            return;
+        }
+        if comp != "worker" || self.classes.contains_key(&a) {
+            return;
+        }
+        // An actor task's name starts with the class (`Phoenix.hello`); without
+        // one, the `:actor_name:` marker names the class.
+        let class = r.task_name.and_then(|t| t.split_once('.')).map(|(c, _)| c).or(r.actor_name);
+        if let Some(c) = class {
+            self.classes.insert(a, c.to_string());
+        }
+    }
+
+    fn error(&mut self, r: &Record<'_>) {
+        self.errors += 1;
+        let key = template(r.message);
+        let acc = self.templates.entry(key).or_insert_with(|| TemplateAcc {
+            count: 0,
+            components: BTreeMap::new(),
+            example: crate::trace::facts::short(r.message, 240),
+            first: r.timestamp,
+            last: r.timestamp,
+        });
+        acc.count += 1;
+        *acc.components.entry(r.component().to_string()).or_insert(0) += 1;
+        acc.first = acc.first.min(r.timestamp).or(acc.first).or(r.timestamp);
+        acc.last = acc.last.max(r.timestamp);
+    }
+
+    /// The report, every list sorted (by count, then time, then id).
+    pub fn finish(mut self) -> Report {
+        let actor_failures = self.actor_report();
+        Report {
+            worker_deaths: group_deaths(std::mem::take(&mut self.deaths)),
+            oom_kills: self.oom_report(),
+            actor_failures,
+            node_deaths: node_report(std::mem::take(&mut self.nodes)),
+            gcs_health: gcs_report(std::mem::take(&mut self.gcs)),
+            task_failures: task_report(std::mem::take(&mut self.tasks), &self.task_names),
+            top_errors: top_errors(std::mem::take(&mut self.templates)),
+            driver_failures: std::mem::take(&mut self.drivers).into_values().collect(),
+            object_spilling: std::mem::take(&mut self.spill),
+            error_records: self.errors,
+        }
+    }
+
+    fn oom_report(&mut self) -> OomKills {
+        let mut kills = std::mem::take(&mut self.oom);
+        kills.sort_by(|a, b| a.time.cmp(&b.time));
+        let from_lines: u64 = kills.iter().map(|k| u64::from(k.workers)).sum();
+        // Without the raylet's log (a head node's archive only), the deaths say it.
+        let from_deaths = self.deaths.iter().filter(|d| d.exit_type == "NODE_OUT_OF_MEMORY").count() as u64;
+        OomKills { total: from_lines.max(from_deaths), kills }
+    }
+
+    fn actor_report(&mut self) -> ActorFailures {
+        for f in &self.actors {
+            if let (Some(w), Some(a)) = (f.fail.worker_id, f.fail.actor_id) {
+                if let Some(&i) = self.death_index.get(&w) {
+                    self.deaths[i].actor_id = Some(a.as_str().to_string());
+                }
+            }
+        }
+        for d in &mut self.deaths {
+            if d.pid.is_none() {
+                d.pid = d
+                    .worker_id
+                    .as_deref()
+                    .and_then(|w| Id::parse(w.as_bytes()))
+                    .and_then(|w| self.pids.get(&w).copied());
+            }
+        }
+        let mut by_actor: BTreeMap<String, ActorRow> = BTreeMap::new();
+        // An intended exit (need_reschedule = 0: the job ended, the actor exited) is
+        // not a failure.
+        for f in self.actors.iter().filter(|f| f.fail.need_reschedule) {
+            let key = f.fail.actor_id.map_or_else(|| "unknown".to_string(), |a| a.as_str().to_string());
+            let row = by_actor.entry(key.clone()).or_insert_with(|| ActorRow {
+                class: f.fail.actor_id.and_then(|a| self.classes.get(&a).cloned()),
+                name: f.fail.actor_id.and_then(|a| self.names.get(&a).cloned()),
+                actor_id: key,
+                job_id: id(f.fail.job_id),
+                failures: 0,
+                restarts: 0,
+                events: vec![],
+            });
+            let death = f.fail.worker_id.and_then(|w| self.death_index.get(&w)).map(|&i| &self.deaths[i]);
+            row.failures += 1;
+            row.restarts += usize::from(f.fail.restarts());
+            row.events.push(ActorFailureRow {
+                time: time(f.time),
+                worker_id: id(f.fail.worker_id),
+                pid: death.and_then(|d| d.pid).or_else(|| f.fail.worker_id.and_then(|w| self.pids.get(&w).copied())),
+                node_id: id(f.fail.node_id),
+                exit_type: death.map(|d| d.exit_type.clone()),
+                restarted: f.fail.restarts(),
+                remaining_restarts: f.fail.remaining_restarts,
+            });
+        }
+        let mut actors: Vec<ActorRow> = by_actor.into_values().collect();
+        actors.sort_by(|a, b| b.failures.cmp(&a.failures).then(a.events[0].time.cmp(&b.events[0].time)));
+        ActorFailures {
+            failures: actors.iter().map(|a| a.failures).sum(),
+            restarts: actors.iter().map(|a| a.restarts).sum(),
+            actors,
+        }
+    }
+}
+
+fn task_row(f: &super::detect::TaskFailure<'_>, t: Option<Timestamp>) -> TaskFailureRow {
+    TaskFailureRow {
+        task_id: id(f.task_id),
+        name: f.task_name.map(str::to_string),
+        attempt: f.attempt,
+        error_type: f.error_type.to_string(),
+        time: time(t),
+        source_export: f.source == TaskFailureSource::Export,
+    }
+}
+
+fn group_deaths(mut deaths: Vec<WorkerDeathRow>) -> WorkerDeaths {
+    deaths.sort_by(|a, b| a.time.cmp(&b.time).then(a.worker_id.cmp(&b.worker_id)));
+    let mut groups: BTreeMap<String, Vec<WorkerDeathRow>> = BTreeMap::new();
+    for d in deaths {
+        groups.entry(d.exit_type.clone()).or_default().push(d);
+    }
+    let mut by_exit_type: Vec<ExitTypeGroup> = groups
+        .into_iter()
+        .map(|(exit_type, workers)| ExitTypeGroup { exit_type, count: workers.len(), workers })
+        .collect();
+    by_exit_type.sort_by_key(|g| std::cmp::Reverse(g.count));
+    WorkerDeaths { total: by_exit_type.iter().map(|g| g.count).sum(), by_exit_type }
+}
+
+fn node_report(mut nodes: Vec<NodeDeathRow>) -> NodeDeaths {
+    nodes.sort_by(|a, b| a.time.cmp(&b.time));
+    // 2.60 logs a removal once; a node that several files report stays one.
+    nodes.dedup_by(|a, b| a.node_id.is_some() && a.node_id == b.node_id);
+    NodeDeaths { total: nodes.len(), unexpected: nodes.iter().filter(|n| n.expected == Some(false)).count(), nodes }
+}
+
+fn gcs_report(mut events: Vec<GcsHealthRow>) -> GcsHealth {
+    events.sort_by(|a, b| a.time.cmp(&b.time));
+    let mut by_kind = BTreeMap::new();
+    for e in &events {
+        *by_kind.entry(e.kind).or_insert(0) += 1;
+    }
+    GcsHealth { total: events.len(), by_kind, events }
+}
+
+/// The owner's log and the export events can both report a task that failed on a
+/// system error (the owner says `ACTOR_UNAVAILABLE` for the attempt, the export
+/// event `ACTOR_DIED` for the task): the export copy is dropped when the owner
+/// reported that task. User exceptions only the export events name.
+fn task_report(tasks: Vec<(String, TaskFailureRow)>, names: &HashMap<Id, String>) -> TaskFailures {
+    let owner_said: std::collections::HashSet<Option<String>> =
+        tasks.iter().filter(|(_, t)| !t.source_export).map(|(_, t)| t.task_id.clone()).collect();
+    let mut groups: BTreeMap<String, Vec<TaskFailureRow>> = BTreeMap::new();
+    for (exception, mut t) in tasks {
+        if t.name.is_none() {
+            let tid = t.task_id.as_deref().and_then(|i| Id::parse(i.as_bytes()));
+            t.name = tid.and_then(|i| names.get(&i).cloned());
+        }
+        let user_exception = t.error_type == "TASK_EXECUTION_EXCEPTION";
+        if t.source_export && !user_exception && t.task_id.is_some() && owner_said.contains(&t.task_id) {
+            continue;
+        }
+        groups.entry(exception).or_default().push(t);
+    }
+    let mut by_exception: Vec<ExceptionGroup> = groups
+        .into_iter()
+        .map(|(exception, mut tasks)| {
+            tasks.sort_by(|a, b| a.time.cmp(&b.time));
+            ExceptionGroup { exception, count: tasks.len(), tasks }
+        })
+        .collect();
+    by_exception.sort_by_key(|g| std::cmp::Reverse(g.count));
+    TaskFailures { total: by_exception.iter().map(|g| g.count).sum(), by_exception }
+}
+
+fn top_errors(templates: HashMap<String, TemplateAcc>) -> Vec<ErrorTemplate> {
+    let mut v: Vec<ErrorTemplate> = templates
+        .into_iter()
+        .map(|(template, a)| ErrorTemplate {
+            template,
+            count: a.count,
+            components: a.components,
+            example: a.example,
+            first: time(a.first),
+            last: time(a.last),
+        })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.first.cmp(&b.first)).then(a.template.cmp(&b.template)));
+    v.truncate(TOP_ERRORS);
+    v
+}

@@ -1,0 +1,140 @@
+//! The alert rules in `examples/prometheus/` and `examples/loki/`, checked the way
+//! Prometheus and Loki would read them.
+//!
+//! Every PromQL expression is parsed by `promql-parser` and may name only metrics the
+//! agent exports (raylog's own, read from `src/agent/metrics.rs`, and the Ray health
+//! metrics of issue #14); the PrometheusRule object holds exactly the plain file's
+//! groups. Every LogQL expression runs as an instant query against a real Loki: a
+//! syntax error is Loki's 400 and fails the test (skipped without `RAYLOG_LOKI_BIN`,
+//! failed when `CI` is set, as in `loki_real`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::loki_real::RealLoki;
+
+/// The Ray health metrics the agent exports (issue #14, part 3).
+const RAY_METRICS: &[&str] = &[
+    "raylog_ray_worker_deaths_total",
+    "raylog_ray_oom_kills_total",
+    "raylog_ray_actor_failures_total",
+    "raylog_ray_actor_restarts_total",
+    "raylog_ray_node_deaths_total",
+    "raylog_ray_gcs_health_failures_total",
+    "raylog_ray_task_failures_total",
+    "raylog_ray_records_total",
+];
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn yaml(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    Value::deserialize(serde_yaml_ng::Deserializer::from_str(&text)).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// `(group, alert, expr)` of every rule in a rules document's `groups`.
+fn rules(groups: &Value) -> Vec<(String, String, String)> {
+    let mut out = vec![];
+    for g in groups.as_array().expect("groups is a list") {
+        for r in g["rules"].as_array().expect("rules is a list") {
+            let alert = r["alert"].as_str().expect("an alerting rule").to_string();
+            assert_eq!(r["labels"]["severity"].as_str().map(|s| !s.is_empty()), Some(true), "{alert}: severity");
+            assert!(r["annotations"]["summary"].is_string(), "{alert}: summary");
+            out.push((g["name"].as_str().unwrap().to_string(), alert, r["expr"].as_str().unwrap().to_string()));
+        }
+    }
+    out
+}
+
+/// The metric names raylog's own `/metrics` renders, from the source.
+fn own_metrics() -> BTreeSet<String> {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent/metrics.rs")).unwrap();
+    let names: BTreeSet<String> =
+        Regex::new(r#""(raylog_[a-z_]+)""#).unwrap().captures_iter(&src).map(|c| c[1].to_string()).collect();
+    assert!(names.contains("raylog_bytes_behind"), "metrics.rs moved? {names:?}");
+    names
+}
+
+#[test]
+fn prometheus_rules_parse_and_name_only_exported_metrics() {
+    let dir = examples().join("prometheus");
+    let plain = yaml(&dir.join("raylog-alerts.rules.yaml"));
+    let object = yaml(&dir.join("raylog-prometheusrule.yaml"));
+    assert_eq!(object["kind"], "PrometheusRule");
+    assert_eq!(object["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(object["spec"]["groups"], plain["groups"], "the PrometheusRule must hold the plain file's groups");
+
+    let mut known = own_metrics();
+    known.extend(RAY_METRICS.iter().map(|s| s.to_string()));
+    let metric = Regex::new(r"\braylog_[a-z_]+").unwrap();
+    let all = rules(&plain["groups"]);
+    let alerts: BTreeSet<&str> = all.iter().map(|(_, a, _)| a.as_str()).collect();
+    for need in ["RayOOMKills", "RayWorkerDeaths", "RayNodeDeath", "RayGcsHealthFailures", "RayErrorRateSpike"] {
+        assert!(alerts.contains(need), "no {need}: {alerts:?}");
+    }
+    let mut used = BTreeSet::new();
+    for (_, alert, expr) in &all {
+        promql_parser::parser::parse(expr).unwrap_or_else(|e| panic!("{alert}: PromQL does not parse: {e}\n{expr}"));
+        for m in metric.find_iter(expr) {
+            assert!(known.contains(m.as_str()), "{alert}: {} is not a metric raylog exports", m.as_str());
+            used.insert(m.as_str().to_string());
+        }
+    }
+    for own in ["raylog_bytes_behind", "raylog_sink_dead_letters_total", "raylog_sink_retries_total"] {
+        assert!(used.contains(own), "no alert on {own}");
+    }
+    // The parser does refuse what Prometheus refuses.
+    assert!(promql_parser::parser::parse("sum by (node) (rate(raylog_ray_oom_kills_total[5m])").is_err());
+}
+
+/// Loki's answer to an instant query: status and body.
+fn loki_query(base: &str, query: &str) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let r = reqwest::Client::new()
+            .get(format!("{base}/loki/api/v1/query"))
+            .query(&[("query", query)])
+            .send()
+            .await
+            .expect("Loki answers");
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    })
+}
+
+#[test]
+fn loki_rules_are_valid_logql_for_a_real_loki() {
+    let doc = yaml(&examples().join("loki/raylog-alerts.rules.yaml"));
+    let all = rules(&doc["groups"]);
+    let names: BTreeSet<&str> = all.iter().map(|(_, a, _)| a.as_str()).collect();
+    let prom = rules(&yaml(&examples().join("prometheus/raylog-alerts.rules.yaml"))["groups"]);
+    for (_, alert, _) in prom.iter().filter(|(g, _, _)| g == "ray-health") {
+        assert!(names.contains(alert.as_str()), "the Loki rules lack {alert}");
+    }
+    // Streams are selected only by the labels raylog sends by default.
+    let selector = Regex::new(r"\{([^}]*)\}").unwrap();
+    let label = Regex::new(r"([a-z_]+)\s*(=~|!~|!=|=)").unwrap();
+    for (_, alert, expr) in &all {
+        for sel in selector.captures_iter(expr).filter(|c| c[1].contains('"')) {
+            for l in label.captures_iter(&sel[1]) {
+                assert!(
+                    ["service_name", "cluster", "node", "component", "level"].contains(&&l[1]),
+                    "{alert}: {} is not a label raylog sends",
+                    &l[1]
+                );
+            }
+        }
+    }
+    let Some(loki) = RealLoki::start("alerts_logql", "") else { return };
+    for (_, alert, expr) in &all {
+        let (status, body) = loki_query(&loki.url(), expr);
+        assert_eq!(status, 200, "{alert}: Loki refused the expression:\n{expr}\n{body}");
+    }
+    let (status, _) = loki_query(&loki.url(), r#"sum(count_over_time({service_name="ray"} |~ [5m]))"#);
+    assert_eq!(status, 400, "a syntax error must be refused");
+}
