@@ -15,6 +15,9 @@ pub mod prescan;
 pub mod pretty;
 pub mod progress;
 pub mod scan;
-#[doc(hidden)]
+/// In-process Loki and Elasticsearch servers for tests: only with the `testkit`
+/// feature (which the integration tests enable through a dev-dependency on this
+/// crate), so the binary and the library users get never carry them.
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod trace;

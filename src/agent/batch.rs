@@ -3,7 +3,7 @@
 //! A parsed [`Record`] borrows the parser's buffers and dies with the callback, so the
 //! reader copies what the sinks need into a [`Batch`]: each record's NDJSON line into
 //! `json`, and the strings sinks index or label by (message, component, ids…) into
-//! `text`, addressed by [`Span`]s. One batch is two `Vec<u8>`s and a `Vec<Entry>`, so
+//! `text`, addressed by [`Span`]s. One batch is two `Vec<u8>`s and a `Vec<BatchRecord>`, so
 //! building it allocates per batch, not per record, and handing it to several sinks
 //! is one `Arc`.
 
@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use raylog_parsers::ndjson::write_record;
 use raylog_parsers::record::{Level, Stream};
 use raylog_parsers::Record;
+
+use crate::agent::fnv;
 
 /// A slice of [`Batch::text`] (`len == 0` means absent).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,7 +69,7 @@ impl Default for Needs {
 
 /// One record in a batch.
 #[derive(Clone, Debug, Default)]
-pub struct Entry {
+pub struct BatchRecord {
     /// Nanoseconds since the epoch (the record's time, or the time it was read).
     pub timestamp_ns: i64,
     pub level: Option<Level>,
@@ -143,7 +145,7 @@ pub struct Batch {
     pub seq: u64,
     pub json: Vec<u8>,
     pub text: Vec<u8>,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<BatchRecord>,
     pub node: Arc<NodeIdentity>,
     pub needs: Needs,
     /// The file members of the last record pushed and their spans in `text`: a batch
@@ -199,13 +201,13 @@ impl Batch {
     }
 
     /// The id of `e` for `field`, if present.
-    pub fn id(&self, e: &Entry, field: IdField) -> Option<&str> {
+    pub fn id(&self, e: &BatchRecord, field: IdField) -> Option<&str> {
         let s = e.ids[field as usize];
         (!s.is_empty()).then(|| self.str(s))
     }
 
     /// The NDJSON object of `e` (node identity included).
-    pub fn json_of(&self, e: &Entry) -> &str {
+    pub fn json_of(&self, e: &BatchRecord) -> &str {
         let b = &self.json[e.json.0 as usize..(e.json.0 + e.json.1) as usize];
         debug_assert!(std::str::from_utf8(b).is_ok());
         // SAFETY: `json` is written only by `ndjson::write_record` (from `&str` fields
@@ -215,12 +217,12 @@ impl Batch {
 
     /// Bytes allocated by the arenas, used or not.
     pub fn capacity(&self) -> usize {
-        self.json.capacity() + self.text.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>()
+        self.json.capacity() + self.text.capacity() + self.entries.capacity() * std::mem::size_of::<BatchRecord>()
     }
 
     /// Bytes held, for the buffer bound.
     pub fn bytes(&self) -> usize {
-        self.json.len() + self.text.len() + self.entries.len() * std::mem::size_of::<Entry>()
+        self.json.len() + self.text.len() + self.entries.len() * std::mem::size_of::<BatchRecord>()
     }
 
     pub fn len(&self) -> usize {
@@ -243,7 +245,7 @@ impl Batch {
 
     /// Appends a record. `now_ns` dates records without a time; `doc_id` identifies it.
     pub fn push(&mut self, r: &Record<'_>, now_ns: i64, doc_id: u128) {
-        let mut entry = Entry {
+        let mut entry = BatchRecord {
             timestamp_ns: r.timestamp.map_or(now_ns, |t| t.0),
             level: r.level,
             stream: r.file.stream,
@@ -252,7 +254,7 @@ impl Batch {
             doc_id,
             truncated: r.truncated,
             inferred: r.timestamp_inferred || r.timestamp.is_none(),
-            ..Entry::default()
+            ..BatchRecord::default()
         };
         if self.needs.json {
             entry.json = self.push_json(r);
@@ -273,7 +275,7 @@ impl Batch {
         (json_start as u32, (self.json.len() - json_start) as u32)
     }
 
-    fn push_fields(&mut self, r: &Record<'_>, e: &mut Entry) {
+    fn push_fields(&mut self, r: &Record<'_>, e: &mut BatchRecord) {
         let ids = [r.ids.node_id, r.ids.job_id, r.ids.worker_id, r.ids.actor_id, r.ids.task_id];
         for (slot, id) in e.ids.iter_mut().zip(ids) {
             *slot = self.opt_span(id.as_ref().map(|i| i.as_str()));
@@ -300,7 +302,7 @@ impl Batch {
     /// to send whole): the schema's names for the time, level, message (cut to
     /// `max_message` bytes, then flagged `truncated`), file members, offset, ids, pid,
     /// names and node identity.
-    pub fn write_fields_json(&self, e: &Entry, out: &mut Vec<u8>, max_message: usize) {
+    pub fn write_fields_json(&self, e: &BatchRecord, out: &mut Vec<u8>, max_message: usize) {
         use raylog_parsers::ndjson::write_str;
         out.extend_from_slice(b"{\"timestamp\":\"");
         raylog_parsers::Timestamp(e.timestamp_ns).write_rfc3339(out);
@@ -408,12 +410,10 @@ pub fn doc_id(identity: &str, offset: u64, message: &str) -> u128 {
     doc_id_from(doc_id_seed(identity), offset, message)
 }
 
-const FNV_PRIME: u128 = 0x0000000001000000000000000000013B;
-
 /// The hash state after a file's identity: computed once per file and read, so
 /// each record only hashes its own offset, length and message head.
 pub fn doc_id_seed(identity: &str) -> u128 {
-    fnv(0x6c62272e07bb014262b821756295c58d, identity.as_bytes().iter().chain(b"@"))
+    fnv::hash128(fnv::OFFSET_128, identity.as_bytes().iter().chain(b"@"))
 }
 
 /// [`doc_id`] from a [`doc_id_seed`]: FNV-1a over 64-bit words (offset, length,
@@ -426,15 +426,7 @@ pub fn doc_id_from(seed: u128, offset: u64, message: &str) -> u128 {
     let words = head.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk")));
     let mut h = seed;
     for w in [offset, bytes.len() as u64].into_iter().chain(words) {
-        h = (h ^ w as u128).wrapping_mul(FNV_PRIME);
-    }
-    h
-}
-
-fn fnv<'a>(mut h: u128, bytes: impl Iterator<Item = &'a u8>) -> u128 {
-    for b in bytes {
-        h ^= *b as u128;
-        h = h.wrapping_mul(FNV_PRIME);
+        h = fnv::step128(h, w);
     }
     h
 }

@@ -77,17 +77,8 @@ impl Fingerprint {
             }
             got += n;
         }
-        Ok(Fingerprint { len: got as u64, hash: fnv(&buf[..got]) })
+        Ok(Fingerprint { len: got as u64, hash: crate::agent::fnv::hash64(&buf[..got]) })
     }
-}
-
-fn fnv(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for &c in b {
-        h ^= c as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
 }
 
 /// Marker context in force at the saved offset (see `raylog_parsers::parser::FileContext`).

@@ -17,6 +17,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod config;
 pub mod enrich;
+pub mod fnv;
 pub mod metrics;
 pub mod pipeline;
 pub mod run;

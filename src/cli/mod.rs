@@ -81,22 +81,32 @@ impl InputArgs {
     }
 }
 
+/// The Ray id flags, shared by `parse` (filters: all must match) and `trace` (the
+/// one thing to trace), so both spell and explain them the same way.
+#[derive(Args, Debug, Default)]
+pub struct IdArgs {
+    /// An actor: full id (32 hex characters) or a prefix of 4+ hex characters.
+    #[arg(long, value_name = "ID")]
+    pub actor_id: Option<String>,
+    /// A task: full id (48 hex characters) or a prefix; with `trace`, its attempts,
+    /// their workers and the exception.
+    #[arg(long, value_name = "ID")]
+    pub task_id: Option<String>,
+    /// A job, e.g. 01000000 (8 hex characters); with `trace`, its drivers, workers
+    /// and actors.
+    #[arg(long, value_name = "ID")]
+    pub job_id: Option<String>,
+    /// A worker process: full id (56 hex characters) or a prefix.
+    #[arg(long, value_name = "ID")]
+    pub worker_id: Option<String>,
+}
+
 /// Record filters (all must match).
 #[derive(Args, Debug, Default)]
 #[command(next_help_heading = "Filters (all must match)")]
 pub struct FilterArgs {
-    /// Only records about this actor (full id or a prefix of 4+ hex characters).
-    #[arg(long, value_name = "ID")]
-    pub actor_id: Option<String>,
-    /// Only records of this task (full id or prefix).
-    #[arg(long, value_name = "ID")]
-    pub task_id: Option<String>,
-    /// Only records of this job (e.g. 01000000).
-    #[arg(long, value_name = "ID")]
-    pub job_id: Option<String>,
-    /// Only records of this worker (full id or prefix).
-    #[arg(long, value_name = "ID")]
-    pub worker_id: Option<String>,
+    #[command(flatten)]
+    pub ids: IdArgs,
     /// Only records of this node (full id or prefix).
     #[arg(long, value_name = "ID")]
     pub node_id: Option<String>,
@@ -123,10 +133,10 @@ impl FilterArgs {
     pub fn build(&self, zone: &Zone) -> Result<Filter> {
         let id = |flag, v: &Option<String>, max| v.as_deref().map(|v| IdFilter::parse(flag, v, max)).transpose();
         Ok(Filter {
-            actor: id("--actor-id", &self.actor_id, 32)?,
-            task: id("--task-id", &self.task_id, 48)?,
-            job: id("--job-id", &self.job_id, 8)?,
-            worker: id("--worker-id", &self.worker_id, 56)?,
+            actor: id("--actor-id", &self.ids.actor_id, 32)?,
+            task: id("--task-id", &self.ids.task_id, 48)?,
+            job: id("--job-id", &self.ids.job_id, 8)?,
+            worker: id("--worker-id", &self.ids.worker_id, 56)?,
             node: id("--node-id", &self.node_id, 56)?,
             components: self.component.iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect(),
             min_level: self.level.as_deref().map(parse_level).transpose()?,

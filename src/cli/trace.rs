@@ -10,7 +10,7 @@ use std::io::{self, IsTerminal, Write};
 use anyhow::Result;
 use clap::{ArgGroup, Args, ValueEnum};
 
-use super::InputArgs;
+use super::{IdArgs, InputArgs};
 use crate::discover::discover;
 use crate::scan::ScanConfig;
 use crate::trace::collect::passes;
@@ -43,18 +43,9 @@ Exit status: 0 records found, 1 nothing matched, 2 an input could not be read or
     group(ArgGroup::new("target").required(true).multiple(false).args(["actor_id", "task_id", "job_id", "worker_id"]))
 )]
 pub struct TraceArgs {
-    /// Trace this actor (full id or a prefix of 4+ hex characters).
-    #[arg(long, value_name = "ID")]
-    pub actor_id: Option<String>,
-    /// Trace this task: its attempts, their workers, the exception.
-    #[arg(long, value_name = "ID")]
-    pub task_id: Option<String>,
-    /// Trace this job (e.g. 01000000): drivers, workers, actors.
-    #[arg(long, value_name = "ID")]
-    pub job_id: Option<String>,
-    /// Trace this worker process (full id or prefix).
-    #[arg(long, value_name = "ID")]
-    pub worker_id: Option<String>,
+    /// What to trace: exactly one id.
+    #[command(flatten, next_help_heading = "What to trace (exactly one)")]
+    pub ids: IdArgs,
     /// Also show the N records before each ERROR/FATAL record from the same file,
     /// even when they are not about the target (marked as context).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -73,10 +64,10 @@ impl TraceArgs {
     /// The one id flag given (clap's group guarantees exactly one).
     fn target(&self) -> Result<Target> {
         let given = [
-            (Kind::Actor, &self.actor_id),
-            (Kind::Task, &self.task_id),
-            (Kind::Job, &self.job_id),
-            (Kind::Worker, &self.worker_id),
+            (Kind::Actor, &self.ids.actor_id),
+            (Kind::Task, &self.ids.task_id),
+            (Kind::Job, &self.ids.job_id),
+            (Kind::Worker, &self.ids.worker_id),
         ];
         match given.into_iter().find_map(|(k, v)| v.as_deref().map(|v| (k, v))) {
             Some((kind, value)) => Target::parse(kind, value),

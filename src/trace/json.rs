@@ -1,9 +1,11 @@
 //! A small JSON value for the trace summary, and its writer.
 //!
-//! The library has no serde dependency (the NDJSON writer is hand-rolled for speed),
-//! and the summary is small and built once, so a tiny tree suffices. Absent values
-//! are left out, never `null`, as in the record schema. Objects whose members are all
-//! short scalars print on one line, so golden files diff line by line.
+//! Not `serde_json::Value`: the trace's golden files need a layout serde_json does not
+//! offer (objects whose members are all short scalars on one line, the rest one
+//! member per line, so golden files diff line by line), and member order as built.
+//! The summary is small and built once, so a tiny tree suffices. Absent values are
+//! left out, never `null`, as in the record schema. Strings are escaped by the same
+//! writer as the records (`raylog_parsers::ndjson::write_str`).
 
 use raylog_parsers::ndjson::write_str;
 use raylog_parsers::{Id, Timestamp};

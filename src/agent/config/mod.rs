@@ -184,7 +184,7 @@ impl Config {
             match s {
                 SinkConfig::Loki(c) => {
                     needs.fields = true;
-                    needs.json |= c.line_format == crate::agent::sinks::loki::config::LineFormat::Json;
+                    needs.json |= c.line_format == crate::agent::sinks::loki::config::LineContent::Json;
                 }
                 SinkConfig::Elasticsearch(_) | SinkConfig::Stdout { .. } | SinkConfig::File { .. } => needs.json = true,
             }

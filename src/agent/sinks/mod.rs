@@ -10,9 +10,9 @@
 
 pub mod dead_letter;
 pub mod elasticsearch;
+pub mod http;
 pub mod loki;
-pub mod stdout;
-pub mod tls;
+pub mod ndjson;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,7 +117,7 @@ pub fn transport_error(e: &reqwest::Error) -> SendError {
 
 /// One configured sink.
 pub enum SinkImpl {
-    Stdout(stdout::StdoutSink),
+    Ndjson(ndjson::NdjsonSink),
     Loki(loki::service::LokiSink),
     Elasticsearch(elasticsearch::service::EsSink),
 }
@@ -125,8 +125,8 @@ pub enum SinkImpl {
 impl SinkImpl {
     pub fn new(cfg: &SinkConfig) -> std::io::Result<SinkImpl> {
         Ok(match cfg {
-            SinkConfig::Stdout { .. } => SinkImpl::Stdout(stdout::StdoutSink::stdout()),
-            SinkConfig::File { path, .. } => SinkImpl::Stdout(stdout::StdoutSink::file(path)?),
+            SinkConfig::Stdout { .. } => SinkImpl::Ndjson(ndjson::NdjsonSink::stdout()),
+            SinkConfig::File { path, .. } => SinkImpl::Ndjson(ndjson::NdjsonSink::file(path)?),
             SinkConfig::Loki(c) => SinkImpl::Loki(loki::service::LokiSink::new((**c).clone())),
             SinkConfig::Elasticsearch(c) => SinkImpl::Elasticsearch(elasticsearch::service::EsSink::new((**c).clone())),
         })
@@ -135,7 +135,7 @@ impl SinkImpl {
     /// Sends the entries `only` selects (all when `None`). Returns bytes sent too.
     pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
         match self {
-            SinkImpl::Stdout(s) => s.send(batch, only),
+            SinkImpl::Ndjson(s) => s.send(batch, only),
             SinkImpl::Loki(s) => s.send(batch, only).await,
             SinkImpl::Elasticsearch(s) => s.send(batch, only).await,
         }

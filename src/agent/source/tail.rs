@@ -175,7 +175,7 @@ impl Tailed {
             let line_end = memchr::memchr(b'\n', &head[..n]);
             self.ident_final = line_end.is_some() || n == head.len();
             let head = &head[..line_end.unwrap_or(n)];
-            self.ident = head.iter().fold(0xcbf29ce484222325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100000001b3));
+            self.ident = crate::agent::fnv::hash64(head);
         }
         self.ident
     }

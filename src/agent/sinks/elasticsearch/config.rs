@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agent::config::values::{DurationValue, Problems, Secret};
-use crate::agent::sinks::tls::{build_client, parse_endpoint, timeout, BasicAuthRaw, TlsRaw};
+use crate::agent::sinks::http::{BasicAuthRaw, HttpRaw, TlsRaw};
 
 /// The sink as written.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -59,9 +59,17 @@ pub struct EsConfig {
 impl EsRaw {
     /// Validates into an [`EsConfig`]; problems are keyed under `key`.
     pub fn validate(&self, key: &str, p: &mut Problems) -> EsConfig {
-        let base = parse_endpoint(self.endpoint.as_deref(), key, "https://elasticsearch:9200", p);
-        let mut bulk_url =
-            if base.path().ends_with("/_bulk") { base.clone() } else { base.join("_bulk").unwrap_or(base) };
+        let http = HttpRaw {
+            endpoint: self.endpoint.as_deref(),
+            example: "https://elasticsearch:9200",
+            api_path: "/_bulk",
+            basic_auth: self.basic_auth.as_ref(),
+            token: ("api_key", self.api_key.as_ref()),
+            tls: &self.tls,
+            timeout: &self.timeout,
+        }
+        .validate(key, p);
+        let mut bulk_url = http.url;
         if let Some(pl) = &self.pipeline {
             bulk_url.query_pairs_mut().append_pair("pipeline", pl);
         }
@@ -95,23 +103,14 @@ impl EsRaw {
                 true
             }
         };
-        let api_key = self.api_key.as_ref().map(|k| k.resolve(&format!("{key}.api_key"), p));
-        let basic_auth = self
-            .basic_auth
-            .as_ref()
-            .map(|b| (b.username.clone(), b.password.resolve(&format!("{key}.basic_auth.password"), p)));
-        if api_key.is_some() && basic_auth.is_some() {
-            p.add(key, "set api_key or basic_auth, not both");
-        }
-        let client = build_client(&self.tls, timeout(&self.timeout, key, p), key, p).unwrap_or_default();
         EsConfig {
             name: self.name.clone().unwrap_or_else(|| "elasticsearch".into()),
             bulk_url,
             target,
             gzip,
-            api_key,
-            basic_auth,
-            client,
+            api_key: http.token,
+            basic_auth: http.basic_auth,
+            client: http.client,
         }
     }
 

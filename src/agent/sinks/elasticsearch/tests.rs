@@ -12,7 +12,7 @@ use super::encode::push_hex128;
 use super::service::EsSink;
 use crate::agent::batch::{doc_id, Batch, IdField, NodeIdentity};
 use crate::agent::config::values::{Problems, Secret};
-use crate::agent::sinks::tls::BasicAuthRaw;
+use crate::agent::sinks::http::BasicAuthRaw;
 use crate::agent::sinks::{DeadReason, Delivery, SendError};
 use crate::testkit::elasticsearch::{self as testes, EsServer};
 

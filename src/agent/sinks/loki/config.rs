@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::config::values::{DurationValue, Problems, Secret, SizeValue};
-use crate::agent::sinks::tls::{build_client, parse_endpoint, timeout, BasicAuthRaw, TlsRaw};
+use crate::agent::sinks::http::{BasicAuthRaw, HttpRaw, TlsRaw};
 
 /// Record fields a label template may use: `{component}`, `{level}`, `{node}`…
 pub const TEMPLATE_FIELDS: [&str; 9] =
@@ -92,7 +92,7 @@ pub enum LokiEncoding {
 
 /// What each log line holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LineFormat {
+pub enum LineContent {
     Message,
     Json,
 }
@@ -107,7 +107,7 @@ pub struct LokiConfig {
     /// Label name → template (e.g. `"{component}"` or a constant).
     pub labels: BTreeMap<String, String>,
     pub structured_metadata: Vec<String>,
-    pub line_format: LineFormat,
+    pub line_format: LineContent,
     pub tenant_id: Option<String>,
     /// `(user, password)`.
     pub basic_auth: Option<(String, String)>,
@@ -140,12 +140,16 @@ fn default_labels() -> BTreeMap<String, String> {
 impl LokiRaw {
     /// Validates into a [`LokiConfig`]; problems are keyed under `key`.
     pub fn validate(&self, key: &str, p: &mut Problems) -> LokiConfig {
-        let base = parse_endpoint(self.endpoint.as_deref(), key, "http://loki:3100", p);
-        let push_url = if base.path().ends_with("/loki/api/v1/push") {
-            base
-        } else {
-            base.join("loki/api/v1/push").unwrap_or(base)
-        };
+        let http = HttpRaw {
+            endpoint: self.endpoint.as_deref(),
+            example: "http://loki:3100",
+            api_path: "/loki/api/v1/push",
+            basic_auth: self.basic_auth.as_ref(),
+            token: ("bearer_token", self.bearer_token.as_ref()),
+            tls: &self.tls,
+            timeout: &self.timeout,
+        }
+        .validate(key, p);
         let encoding = match (self.encoding.as_deref().unwrap_or("protobuf"), self.compression.as_deref()) {
             ("protobuf", None | Some("snappy")) => LokiEncoding::Protobuf,
             ("json", None | Some("gzip")) => LokiEncoding::Json { gzip: true },
@@ -174,22 +178,13 @@ impl LokiRaw {
             }
         }
         let line_format = match self.line_format.as_deref().unwrap_or("message") {
-            "message" => LineFormat::Message,
-            "json" => LineFormat::Json,
+            "message" => LineContent::Message,
+            "json" => LineContent::Json,
             other => {
                 p.add(&format!("{key}.line_format"), format!("{other:?} is not \"message\" or \"json\""));
-                LineFormat::Message
+                LineContent::Message
             }
         };
-        let basic_auth = self
-            .basic_auth
-            .as_ref()
-            .map(|b| (b.username.clone(), b.password.resolve(&format!("{key}.basic_auth.password"), p)));
-        let bearer_token = self.bearer_token.as_ref().map(|t| t.resolve(&format!("{key}.bearer_token"), p));
-        if basic_auth.is_some() && bearer_token.is_some() {
-            p.add(key, "set basic_auth or bearer_token, not both");
-        }
-        let client = build_client(&self.tls, timeout(&self.timeout, key, p), key, p).unwrap_or_default();
         let max_line_bytes = self
             .max_line_bytes
             .as_ref()
@@ -232,15 +227,15 @@ impl LokiRaw {
         let max_bytes_per_second = (pace > 0).then_some(pace);
         LokiConfig {
             name: self.name.clone().unwrap_or_else(|| "loki".into()),
-            push_url,
+            push_url: http.url,
             encoding,
             labels,
             structured_metadata,
             line_format,
             tenant_id: self.tenant_id.clone(),
-            basic_auth,
-            bearer_token,
-            client,
+            basic_auth: http.basic_auth,
+            bearer_token: http.token,
+            client: http.client,
             max_line_bytes: max_line_bytes as usize,
             reject_old_after,
             reject_future_after,

@@ -1,7 +1,7 @@
 //! The record fields Loki labels and structured metadata are made of, read from a
 //! batch entry without copying.
 
-use crate::agent::batch::{Batch, Entry, IdField, Span};
+use crate::agent::batch::{Batch, BatchRecord, IdField, Span};
 
 /// A record field a label template (`{component}`…) or structured metadata uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl Field {
     }
 
     /// The value for `e`; empty when the record has none. `num` holds a number's digits.
-    pub fn value<'b>(self, batch: &'b Batch, e: &Entry, num: &'b mut [u8; 20]) -> &'b str {
+    pub fn value<'b>(self, batch: &'b Batch, e: &BatchRecord, num: &'b mut [u8; 20]) -> &'b str {
         match self {
             // Digits are UTF-8.
             Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
@@ -54,7 +54,7 @@ impl Field {
     }
 
     /// The value of a field that is not a number (empty for `pid`).
-    pub fn text<'b>(self, batch: &'b Batch, e: &Entry) -> &'b str {
+    pub fn text<'b>(self, batch: &'b Batch, e: &BatchRecord) -> &'b str {
         match self {
             Field::Component => batch.str(e.component),
             Field::Level => e.level.map_or("", |l| l.as_str()),
@@ -73,7 +73,7 @@ impl Field {
     }
 
     /// The span holding the value, for fields kept in the batch's text arena.
-    fn span(self, e: &Entry) -> Option<Span> {
+    fn span(self, e: &BatchRecord) -> Option<Span> {
         Some(match self {
             Field::Component => e.component,
             Field::Session => e.session,
@@ -88,7 +88,7 @@ impl Field {
 
     /// Whether `a` and `b` have the same value. Records of one file share the spans
     /// of its fields, so equal spans settle it without comparing bytes.
-    pub fn same(self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
+    pub fn same(self, batch: &Batch, a: &BatchRecord, b: &BatchRecord) -> bool {
         match self {
             Field::Level => a.level == b.level,
             Field::Stream => a.stream == b.stream,

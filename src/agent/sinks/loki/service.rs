@@ -199,7 +199,7 @@ impl LokiSink {
         if status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE {
             return Ok(Pushed::Refused(format!("HTTP {status}: {}", text.trim())));
         }
-        Err(classify(status, text.trim(), wait))
+        Err(loki_status_error(status, text.trim(), wait))
     }
 }
 
@@ -218,8 +218,9 @@ fn refused_entries(stream: &[u32], ig: &Ignored, sent_time: impl Fn(u32) -> Opti
     stream.iter().copied().take(ig.total).collect()
 }
 
-/// The error for a non-2xx, non-400 answer.
-pub fn classify(status: StatusCode, body: &str, wait: Option<Duration>) -> SendError {
+/// The error for a non-2xx, non-400 answer from Loki: its auth and URL mistakes
+/// named, the rest as for any HTTP sink ([`status_error_after`]).
+pub fn loki_status_error(status: StatusCode, body: &str, wait: Option<Duration>) -> SendError {
     match status.as_u16() {
         401 | 403 => SendError::Transient(format!(
             "HTTP {status}: Loki refused the credentials or tenant; check basic_auth, bearer_token and tenant_id (records are kept and retried): {body}"

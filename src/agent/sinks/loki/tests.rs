@@ -12,7 +12,7 @@ use super::config::{LokiConfig, LokiRaw};
 use super::service::LokiSink;
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
 use crate::agent::config::values::{DurationValue, Problems, Secret};
-use crate::agent::sinks::tls::BasicAuthRaw;
+use crate::agent::sinks::http::BasicAuthRaw;
 use crate::agent::sinks::{DeadReason, SendError};
 use crate::testkit::loki::{self, parse_labels, LokiServer, ReceivedEntry};
 
@@ -463,7 +463,7 @@ fn retry_after_is_read_in_seconds_or_as_a_date() {
     assert_eq!(crate::agent::sinks::retry_after(&h), Some(std::time::Duration::from_secs(7)));
     h.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
     assert_eq!(crate::agent::sinks::retry_after(&h), Some(std::time::Duration::ZERO), "in the past: at once");
-    let e = super::service::classify(
+    let e = super::service::loki_status_error(
         reqwest::StatusCode::TOO_MANY_REQUESTS,
         "slow down",
         Some(std::time::Duration::from_secs(7)),

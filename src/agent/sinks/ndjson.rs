@@ -15,21 +15,21 @@ use super::{Delivery, SendError};
 use crate::agent::batch::Batch;
 
 /// Writes NDJSON to stdout or to a file.
-pub struct StdoutSink {
+pub struct NdjsonSink {
     out: Box<dyn Write + Send>,
     buf: Vec<u8>,
     is_stdout: bool,
 }
 
-impl StdoutSink {
-    pub fn stdout() -> StdoutSink {
-        StdoutSink { out: Box::new(std::io::stdout()), buf: Vec::new(), is_stdout: true }
+impl NdjsonSink {
+    pub fn stdout() -> NdjsonSink {
+        NdjsonSink { out: Box::new(std::io::stdout()), buf: Vec::new(), is_stdout: true }
     }
 
     /// Appends to `path`, creating it.
-    pub fn file(path: &Path) -> std::io::Result<StdoutSink> {
+    pub fn file(path: &Path) -> std::io::Result<NdjsonSink> {
         let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(StdoutSink { out: Box::new(f), buf: Vec::new(), is_stdout: false })
+        Ok(NdjsonSink { out: Box::new(f), buf: Vec::new(), is_stdout: false })
     }
 
     pub fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {

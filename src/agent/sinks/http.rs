@@ -1,5 +1,11 @@
-//! HTTP client settings shared by the Loki and Elasticsearch sinks: TLS with a custom
-//! CA, timeouts, and the validated auth options.
+//! What the Loki and Elasticsearch sinks share as HTTP clients: the endpoint, basic
+//! auth or a token, TLS with a custom CA and the timeout, validated once by
+//! [`HttpRaw::validate`] into an [`Http`] (a built client, the URL to post to and
+//! the resolved credentials).
+//!
+//! The keys stay in each sink's own raw struct (serde's `flatten` cannot be combined
+//! with `deny_unknown_fields`, and a misspelt key must be refused): [`HttpRaw`]
+//! borrows them from there.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +31,50 @@ pub struct TlsRaw {
 pub struct BasicAuthRaw {
     pub username: String,
     pub password: Secret,
+}
+
+/// The connection keys of one HTTP sink, borrowed from its raw config.
+pub struct HttpRaw<'a> {
+    pub endpoint: Option<&'a str>,
+    /// An endpoint to show when none is given, e.g. `http://loki:3100`.
+    pub example: &'static str,
+    /// The path the sink posts to, appended to the endpoint unless already there.
+    pub api_path: &'static str,
+    pub basic_auth: Option<&'a BasicAuthRaw>,
+    /// The sink's other credential (`bearer_token`, `api_key`): its key and value.
+    pub token: (&'static str, Option<&'a Secret>),
+    pub tls: &'a TlsRaw,
+    pub timeout: &'a Option<DurationValue>,
+}
+
+/// The validated connection of one HTTP sink.
+pub struct Http {
+    /// The endpoint with the API path.
+    pub url: reqwest::Url,
+    pub basic_auth: Option<(String, String)>,
+    pub token: Option<String>,
+    pub client: reqwest::Client,
+}
+
+impl HttpRaw<'_> {
+    /// Validates the connection keys; problems are keyed under `key`.
+    pub fn validate(&self, key: &str, p: &mut Problems) -> Http {
+        let base = parse_endpoint(self.endpoint, key, self.example, p);
+        let url = if base.path().ends_with(self.api_path) {
+            base
+        } else {
+            base.join(self.api_path.trim_start_matches('/')).unwrap_or(base)
+        };
+        let basic_auth =
+            self.basic_auth.map(|b| (b.username.clone(), b.password.resolve(&format!("{key}.basic_auth.password"), p)));
+        let (token_key, token) = self.token;
+        let token = token.map(|t| t.resolve(&format!("{key}.{token_key}"), p));
+        if basic_auth.is_some() && token.is_some() {
+            p.add(key, format!("set basic_auth or {token_key}, not both"));
+        }
+        let client = build_client(self.tls, timeout(self.timeout, key, p), key, p).unwrap_or_default();
+        Http { url, basic_auth, token, client }
+    }
 }
 
 /// Builds an HTTP client with the TLS and timeout settings; problems go to `p` under `key`.

@@ -17,16 +17,19 @@
 //! same stream, time and line once, and two records of one millisecond may well be
 //! the same text.
 
+mod json;
+mod protobuf;
+
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
 
 use raylog_parsers::ndjson::write_str;
 
-use super::config::{LineFormat, LokiConfig, LokiEncoding, METADATA_FIELDS, TEMPLATE_FIELDS};
+use super::config::{LineContent, LokiConfig, LokiEncoding, METADATA_FIELDS, TEMPLATE_FIELDS};
 use super::fields::{format_u64, Field};
 use super::pb;
-use crate::agent::batch::{floor_char_boundary, Batch, Entry};
+use crate::agent::batch::{floor_char_boundary, Batch, BatchRecord};
 
 /// Used when every configured label renders empty: Loki refuses a stream without labels.
 const FALLBACK_LABEL: (&str, &str) = ("service_name", "ray");
@@ -48,7 +51,7 @@ pub const MAX_META_VALUE: usize = 4096;
 ///   100 ns, plus under 100 ns mixed from its document id. The records of one file
 ///   then stay distinct and in file order within the second after the time, and
 ///   twins in two files (same offset, time and line) differ but one time in 100.
-pub fn entry_time(e: &Entry) -> i64 {
+pub fn entry_time(e: &BatchRecord) -> i64 {
     let ts = e.timestamp_ns;
     // FNV's low bits mix poorly (its prime is 2^88 + 315): fold both halves and
     // finish with splitmix64's mixer before taking a remainder, in 64 bits (a
@@ -136,7 +139,7 @@ fn compile(template: &str) -> Vec<Part> {
 
 /// Calls `f(name, value)` for each configured metadata field `e` has, and
 /// `truncated` when its line was cut.
-fn each_meta(metadata: &[Meta], batch: &Batch, e: &Entry, cut: bool, mut f: impl FnMut(&'static str, &str)) {
+fn each_meta(metadata: &[Meta], batch: &Batch, e: &BatchRecord, cut: bool, mut f: impl FnMut(&'static str, &str)) {
     let mut num = [0u8; 20];
     for m in metadata {
         let v = m.field.value(batch, e, &mut num);
@@ -194,7 +197,7 @@ pub struct LokiEncoder {
     /// Some label depends on a per-entry field (else every entry shares one stream).
     per_entry: Vec<Field>,
     metadata: Vec<Meta>,
-    line_format: LineFormat,
+    line_format: LineContent,
     encoding: LokiEncoding,
     max_line: usize,
     /// A JSON line rebuilt with its message cut (lines too long for Loki; rare).
@@ -365,12 +368,12 @@ impl LokiEncoder {
         self.order.push((slot, entry_time(e), i));
     }
 
-    fn same_labels(&self, batch: &Batch, a: &Entry, b: &Entry) -> bool {
+    fn same_labels(&self, batch: &Batch, a: &BatchRecord, b: &BatchRecord) -> bool {
         self.per_entry.iter().all(|f| f.same(batch, a, b))
     }
 
     /// Renders `e`'s label string and finds or makes its slot.
-    fn slot_for(&mut self, batch: &Batch, e: &Entry, i: u32) -> u32 {
+    fn slot_for(&mut self, batch: &Batch, e: &BatchRecord, i: u32) -> u32 {
         self.render_key(batch, e);
         let mut h = DefaultHasher::new();
         self.key.hash(&mut h);
@@ -394,7 +397,7 @@ impl LokiEncoder {
     }
 
     /// Renders one label's value for `e` into `self.value`, cut at [`MAX_LABEL_VALUE`].
-    fn render_value(value: &mut String, label: &Label, batch: &Batch, e: &Entry) {
+    fn render_value(value: &mut String, label: &Label, batch: &Batch, e: &BatchRecord) {
         value.clear();
         for part in &label.parts {
             match part {
@@ -421,7 +424,7 @@ impl LokiEncoder {
     }
 
     /// `{a="x", b="y"}` into `self.key`: names sorted, empty values left out.
-    fn render_key(&mut self, batch: &Batch, e: &Entry) {
+    fn render_key(&mut self, batch: &Batch, e: &BatchRecord) {
         self.key.clear();
         self.key.push(b'{');
         for label in &self.labels {
@@ -441,18 +444,18 @@ impl LokiEncoder {
     #[inline]
     fn line<'b>(
         max: usize,
-        format: LineFormat,
+        format: LineContent,
         long_line: &'b mut Vec<u8>,
         batch: &'b Batch,
-        e: &Entry,
+        e: &BatchRecord,
     ) -> (&'b [u8], bool) {
         match format {
-            LineFormat::Message => {
+            LineContent::Message => {
                 let m = batch.str(e.message);
                 let n = floor_char_boundary(m, max);
                 (&m.as_bytes()[..n], e.truncated || n < m.len())
             }
-            LineFormat::Json => {
+            LineContent::Json => {
                 let j = batch.json_of(e);
                 if j.len() <= max {
                     return (j.as_bytes(), e.truncated);
@@ -471,141 +474,6 @@ impl LokiEncoder {
     /// The range of `self.order` holding stream `slot` (after sorting).
     fn run(&self, slot: usize) -> std::ops::Range<usize> {
         (if slot == 0 { 0 } else { self.ends[slot - 1] as usize })..self.ends[slot] as usize
-    }
-
-    fn write_protobuf(&mut self, batch: &Batch) {
-        let mut raw = std::mem::take(&mut self.raw);
-        let mut long_line = std::mem::take(&mut self.long_line);
-        for (slot, s) in self.slots.iter().enumerate() {
-            let run = self.run(slot);
-            let (start, len) = s.labels;
-            let labels = &self.arena[start as usize..(start + len) as usize];
-            // Streams of 16 KiB to 2 MiB take a 3-byte length.
-            pb::nested(&mut raw, 1, 3, |raw| {
-                pb::str_field(raw, 1, labels);
-                for &(_, ts, i) in &self.order[run] {
-                    self.write_entry(raw, &mut long_line, batch, &batch.entries[i as usize], ts);
-                }
-            });
-        }
-        self.raw = raw;
-        self.long_line = long_line;
-    }
-
-    /// One `EntryAdapter` field (tag 2): this runs once per record and is the
-    /// encoder's hot path.
-    fn write_entry(&self, raw: &mut Vec<u8>, long_line: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
-        let (line, cut) = Self::line(self.max_line, self.line_format, long_line, batch, e);
-        // Entries of 128 B to 16 KiB take a 2-byte length.
-        pb::nested(raw, 2, 2, |raw| {
-            pb::key(raw, 1, pb::LEN);
-            pb::varint(raw, pb::timestamp_len(ts) as u64);
-            pb::timestamp(raw, ts);
-            pb::str_field(raw, 2, line);
-            let mut digits = [0u8; 20];
-            for m in &self.metadata {
-                let v = match m.field {
-                    Field::Pid => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
-                    f => {
-                        let t = f.text(batch, e);
-                        &t.as_bytes()[..floor_char_boundary(t, MAX_META_VALUE)]
-                    }
-                };
-                if v.is_empty() {
-                    continue;
-                }
-                let n = m.name_field_len();
-                raw.reserve(24 + v.len());
-                pb::key(raw, 3, pb::LEN);
-                pb::varint(raw, (n + pb::str_field_len(v.len())) as u64);
-                // A fixed 16-byte copy (no call to memcpy), then the padding is cut off.
-                raw.extend_from_slice(&m.name_field);
-                raw.truncate(raw.len() - (16 - n));
-                pb::str_field(raw, 2, v);
-            }
-            if cut {
-                pb::nested(raw, 3, 1, |raw| {
-                    pb::str_field(raw, 1, b"truncated");
-                    pb::str_field(raw, 2, b"true");
-                });
-            }
-        });
-    }
-
-    fn write_json(&mut self, batch: &Batch) {
-        let mut raw = std::mem::take(&mut self.raw);
-        let mut long_line = std::mem::take(&mut self.long_line);
-        raw.extend_from_slice(b"{\"streams\":[");
-        for slot in 0..self.slots.len() {
-            if slot > 0 {
-                raw.push(b',');
-            }
-            let run = self.run(slot);
-            raw.extend_from_slice(b"{\"stream\":{");
-            let first = &batch.entries[self.slots[slot].first as usize];
-            write_json_labels(&self.labels, &mut self.value, &mut raw, batch, first);
-            raw.extend_from_slice(b"},\"values\":[");
-            for (j, &(_, ts, i)) in self.order[run].iter().enumerate() {
-                if j > 0 {
-                    raw.push(b',');
-                }
-                self.write_json_value(&mut raw, &mut long_line, batch, &batch.entries[i as usize], ts);
-            }
-            raw.extend_from_slice(b"]}");
-        }
-        raw.extend_from_slice(b"]}");
-        self.raw = raw;
-        self.long_line = long_line;
-    }
-
-    /// `["<ns>","<line>",{<metadata>}]`, the metadata object only when non-empty.
-    fn write_json_value(&self, raw: &mut Vec<u8>, long_line: &mut Vec<u8>, batch: &Batch, e: &Entry, ts: i64) {
-        raw.extend_from_slice(b"[\"");
-        push_i64(raw, ts);
-        raw.extend_from_slice(b"\",");
-        let (line, cut) = Self::line(self.max_line, self.line_format, long_line, batch, e);
-        // Cut on a character, so still UTF-8.
-        write_str(raw, std::str::from_utf8(line).unwrap_or_default());
-        let open = raw.len();
-        raw.extend_from_slice(b",{");
-        let mut first = true;
-        each_meta(&self.metadata, batch, e, cut, |name, v| {
-            if !first {
-                raw.push(b',');
-            }
-            first = false;
-            write_str(raw, name);
-            raw.push(b':');
-            write_str(raw, v);
-        });
-        if first {
-            raw.truncate(open);
-        } else {
-            raw.push(b'}');
-        }
-        raw.push(b']');
-    }
-}
-
-/// The stream's labels as JSON members (same rules as the label string).
-fn write_json_labels(labels: &[Label], value: &mut String, raw: &mut Vec<u8>, batch: &Batch, e: &Entry) {
-    let mut any = false;
-    for label in labels {
-        LokiEncoder::render_value(value, label, batch, e);
-        if !value.is_empty() {
-            if any {
-                raw.push(b',');
-            }
-            any = true;
-            write_str(raw, &label.name);
-            raw.push(b':');
-            write_str(raw, value);
-        }
-    }
-    if !any {
-        write_str(raw, FALLBACK_LABEL.0);
-        raw.push(b':');
-        write_str(raw, FALLBACK_LABEL.1);
     }
 }
 
