@@ -138,3 +138,39 @@ fn other_files_are_not_held_behind_an_actors_output() {
     assert_eq!(rig.batch.len(), 1, "raylet's record waited behind a worker's");
     assert_eq!(rig.hold.len(), 1);
 }
+
+/// Release keeps a file's order too: a later record that is ready (it waits for
+/// nothing) does not overtake an earlier one of its file still waiting, here for
+/// its logs dir's node id (a new session whose raylet has not named it yet).
+#[test]
+fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
+    let meta = Arc::new(classify("gcs_server.out", Some("session_x")));
+    let key = FileKey { dev: 1, ino: 4 };
+    let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
+    let (mut batch, mut hold, mut corr) = (Batch::new(1, node), Hold::default(), Correlator::new());
+    let mut p = FileParser::new((*meta).clone(), None, None);
+    let opts = Options::default();
+    let line = |m: &str| format!("[2026-11-30 09:05:33,150 I 4214 4214] gcs_server.cc:1: {m}\n");
+    let now = Instant::now();
+    // Read while the node is awaited: "first" waits for it (for an hour at most).
+    let node_until = Some(now + Duration::from_secs(3600));
+    let parts = (key, meta.clone(), doc_id_seed("1:4"));
+    let mut router = Router::new(&mut batch, &mut hold, parts.clone(), node_until, HOLD);
+    p.push(line("first").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
+    p.flush(&mut corr, &opts, &mut |r| router.route(r));
+    // Read after the session's node wait ended: "second" waits for nothing, but is
+    // held behind "first".
+    let mut router = Router::new(&mut batch, &mut hold, parts, None, HOLD);
+    p.push(line("second").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
+    p.flush(&mut corr, &opts, &mut |r| router.route(r));
+    assert_eq!((batch.len(), hold.len()), (0, 2));
+    let release = |hold: &mut Hold, node: Option<Id>| {
+        let mut out = vec![];
+        hold.release(now, &corr, &|_| node, false, usize::MAX, &mut |r, _| out.push(r.message.to_string()));
+        out
+    };
+    assert_eq!(release(&mut hold, None), Vec::<String>::new(), "a later record overtook a waiting one");
+    let n = Id::parse(b"e9e1cbd2e1ad6c8a3e9c4bd5c1a5b3f0f2e4d6c8a0b2c4d6e6bd7f6c").unwrap();
+    assert_eq!(release(&mut hold, Some(n)), ["first", "second"]);
+    assert!(hold.is_empty());
+}
