@@ -161,3 +161,6 @@ fn saved(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -306,6 +306,7 @@ fn context_adds_records_before_an_error_from_the_same_file() {
     let task = tracebacks_task();
     let dir = fixture("ray-2.60-text");
     let plain = trace(&[&dir], &["--task-id", &task, "--format", "json"]).json();
+    assert!(!records(&plain).is_empty(), "no traced records: the `all` below would be vacuous");
     assert!(records(&plain).iter().all(|r| r.get("context").is_none()));
     let v = trace(&[&dir], &["--task-id", &task, "--format", "json", "--context", "2"]).json();
     let recs = records(&v);

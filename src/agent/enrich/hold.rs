@@ -179,15 +179,17 @@ impl Hold {
     /// when `force`; stops at the first record of a file that must keep waiting so
     /// each file's order is kept. At most `budget` records go out per call, so the
     /// caller can cut its batch in between; returns true when it stopped there.
+    /// `now` is the time the waits are measured against (the caller's clock, so
+    /// tests can step it).
     pub fn release(
         &mut self,
+        now: Instant,
         corr: &Correlator,
         node_of: &dyn Fn(&FileKey) -> Option<Id>,
         force: bool,
         budget: usize,
         out: &mut dyn FnMut(&Record<'_>, FileKey),
     ) -> bool {
-        let now = Instant::now();
         let mut blocked: Vec<FileKey> = vec![];
         let mut keep = VecDeque::new();
         let mut sent = 0;
@@ -250,7 +252,8 @@ mod tests {
 
     fn messages(hold: &mut Hold, corr: &Correlator, force: bool, budget: usize) -> (Vec<String>, bool) {
         let mut out = vec![];
-        let more = hold.release(corr, &|_| None, force, budget, &mut |r, _| out.push(r.message.to_string()));
+        let more =
+            hold.release(Instant::now(), corr, &|_| None, force, budget, &mut |r, _| out.push(r.message.to_string()));
         (out, more)
     }
 

@@ -22,3 +22,6 @@ pub mod route;
 
 pub use hold::Hold;
 pub use route::Router;
+
+#[cfg(test)]
+mod tests;

@@ -275,7 +275,7 @@ impl Source {
         loop {
             let (batch, dirty, dirs, table) = (&mut self.batch, &mut self.dirty, &self.dirs, &self.table);
             let node_of = |key: &FileKey| table.get(key).and_then(|t| dirs[t.dir as usize].node);
-            let more = self.hold.release(&self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key| {
+            let more = self.hold.release(Instant::now(), &self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key| {
                 let seed = seeds.get(&key).copied().unwrap_or_else(|| doc_id_seed(&key.label()));
                 batch.push(r, ts, doc_id_from(seed, r.offset, r.message));
                 dirty.insert(key);

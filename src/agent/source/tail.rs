@@ -340,3 +340,7 @@ impl Tailed {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "tail_tests.rs"]
+mod tests;

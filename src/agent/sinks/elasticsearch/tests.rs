@@ -188,6 +188,7 @@ async fn replaying_a_batch_creates_no_duplicate() {
     assert_eq!(sink.send(&again, None).await.unwrap().0, Delivery::default());
     let statuses = &es.requests()[1].item_statuses;
     assert_eq!(statuses.len(), again.len());
+    assert!(!again.is_empty(), "an empty replay would make the `all` below vacuous");
     assert!(statuses.iter().all(|&s| s == 409), "{statuses:?}");
     assert_eq!(es.docs().len(), first.len());
 }
@@ -280,6 +281,7 @@ async fn mapping_conflicts_are_rejected_with_the_reason() {
     let (d, _) = sink.send(&b, None).await.unwrap();
     assert!(d.retry.is_empty());
     let with_level: Vec<u32> = (0..b.len() as u32).filter(|&i| b.entries[i as usize].level.is_some()).collect();
+    assert!(!with_level.is_empty(), "the fixture must have records with a level for the `all` below to test anything");
     assert_eq!(d.rejected.iter().map(|r| r.0).collect::<Vec<_>>(), with_level);
     assert!(d.rejected.iter().all(|r| r.1 == DeadReason::Rejected));
     let reason = &d.rejected[0].2;

@@ -259,6 +259,8 @@ async fn labels_rendering_empty_fall_back_to_service_name() {
     let batch = ray_batch("node-a", None);
     let cfg = config(&server, |r| r.labels = Some(map(&[("cluster", "{cluster}")])));
     LokiSink::new(cfg).send(&batch, None).await.unwrap();
+    // Every entry, not a vacuous `all` over none: the batch has 7 records.
+    assert_eq!(server.entries().len(), 7);
     assert!(server.entries().iter().all(|e| e.labels == map(&[("service_name", "ray")])));
 }
 
@@ -286,6 +288,7 @@ async fn tenant_and_bearer_token_arrive() {
     let req = &server.requests()[0];
     assert_eq!(req.tenant.as_deref(), Some("team-a"));
     assert_eq!(req.authorization.as_deref(), Some("Bearer t0ken"));
+    assert_eq!(server.entries().len(), 7, "the `all` below must see every record");
     assert!(server.entries().iter().all(|e| e.tenant.as_deref() == Some("team-a")));
 }
 
@@ -428,6 +431,7 @@ async fn records_alike_in_stream_time_and_line_stay_two_entries() {
     let mut sink = LokiSink::new(config(&server, |_| {}));
     sink.send(&batch, None).await.unwrap();
     let mut times: Vec<i64> = server.entries().iter().map(|e| e.timestamp_ns).collect();
+    assert_eq!(times.len(), 3, "one entry per line");
     assert!(times.iter().all(|&t| ms(t) == ms(ns("2026-11-30T09:31:42.357Z"))), "{times:?}");
     times.dedup();
     assert_eq!(times.len(), 3, "three distinct times within the millisecond");
@@ -551,6 +555,7 @@ async fn every_length_size_decodes() {
         let lines: Vec<&str> = got.iter().map(|e| e.line.as_str()).collect();
         let want: Vec<&str> = text.lines().collect();
         assert_eq!(lines, want, "{encoding}");
+        assert_eq!(got.len(), batch.len(), "{encoding}: the `all` below must see every record");
         assert!(got.iter().all(|e| e.metadata.is_empty()));
     }
 }

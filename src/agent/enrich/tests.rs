@@ -1,0 +1,176 @@
+//! The router and the hold on a stepped clock: an actor worker's output waits for
+//! its actor, goes out tagged once the actor is known, or untagged once `actor_hold`
+//! is over; a file's later records stay behind its held ones. The waits are set
+//! from the real monotonic clock when a record is routed; the tests read that clock
+//! before and after routing and release at instants just inside and just past the
+//! window, so no assertion depends on how long anything took.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raylog_parsers::{classify, Correlator, FileParser, Id, Options};
+
+use super::{Hold, Router};
+use crate::agent::batch::{doc_id_seed, Batch, NodeIdentity};
+use crate::agent::checkpoint::FileKey;
+
+const WORKER: &str = "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2";
+const ACTOR: &str = "6b5c1cd3ac1d3ea6c1c4a1b301000000";
+const HOLD: Duration = Duration::from_secs(10);
+
+/// One actor worker's file, parsed chunk by chunk through a router into a batch
+/// and the hold, as the reader does.
+struct Rig {
+    batch: Batch,
+    hold: Hold,
+    corr: Correlator,
+    parser: FileParser,
+    meta: Arc<raylog_parsers::FileMeta>,
+    key: FileKey,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let name = format!("worker-{WORKER}-01000000-4242.out");
+        let meta = Arc::new(classify(&name, Some("session_x")));
+        let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
+        Rig {
+            batch: Batch::new(1, node),
+            hold: Hold::default(),
+            corr: Correlator::new(),
+            parser: FileParser::new((*meta).clone(), None, None),
+            meta,
+            key: FileKey { dev: 1, ino: 2 },
+        }
+    }
+
+    /// Parses `text` (completing its last record) and routes what comes out. Returns
+    /// the instants before and after: the held records' waits end within
+    /// `[before + HOLD, after + HOLD]`.
+    fn read(&mut self, text: &str) -> (Instant, Instant) {
+        let before = Instant::now();
+        let parts = (self.key, self.meta.clone(), doc_id_seed("1:2"));
+        let mut router = Router::new(&mut self.batch, &mut self.hold, parts, None, HOLD);
+        let opts = Options::default();
+        self.parser.push(text.as_bytes(), &mut self.corr, &opts, &mut |r| router.route(r));
+        self.parser.flush(&mut self.corr, &opts, &mut |r| router.route(r));
+        (before, Instant::now())
+    }
+
+    /// Releases what is due at `now`: (message, actor id) in the order released.
+    fn release(&mut self, now: Instant) -> Vec<(String, Option<String>)> {
+        let mut out = vec![];
+        self.hold.release(now, &self.corr, &|_| None, false, usize::MAX, &mut |r, key| {
+            assert_eq!(key, FileKey { dev: 1, ino: 2 });
+            out.push((r.message.to_string(), r.ids.actor_id.map(|a| a.as_str().to_string())));
+        });
+        out
+    }
+
+    fn learn_actor(&mut self) {
+        let (w, a) = (Id::parse(WORKER.as_bytes()).unwrap(), Id::parse(ACTOR.as_bytes()).unwrap());
+        assert!(self.corr.link(w, a));
+    }
+}
+
+fn msgs(v: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+    v.iter().map(|(m, a)| (m.to_string(), a.map(str::to_string))).collect()
+}
+
+#[test]
+fn an_actors_output_waits_for_its_actor_and_goes_out_tagged() {
+    let mut rig = Rig::new();
+    let (_, after) = rig.read(":actor_name:Counter\nprint 0\nprint 1\n");
+    assert_eq!(rig.batch.len(), 0, "an actor's print went out before its actor was known");
+    assert_eq!(rig.hold.len(), 2);
+    assert_eq!(rig.release(after), vec![], "released with the actor still unknown and the wait not over");
+    rig.learn_actor();
+    assert_eq!(rig.release(after), msgs(&[("print 0", Some(ACTOR)), ("print 1", Some(ACTOR))]));
+    assert!(rig.hold.is_empty());
+    // Nothing is released twice.
+    assert_eq!(rig.release(after + HOLD * 2), vec![]);
+}
+
+#[test]
+fn an_unknown_actors_output_goes_out_untagged_after_actor_hold() {
+    let mut rig = Rig::new();
+    let (before, after) = rig.read(":actor_name:Counter\nprint 0\nprint 1\n");
+    assert_eq!(rig.hold.len(), 2);
+    // Just inside the wait (it began at `before` at the earliest): still held.
+    assert_eq!(rig.release(before + HOLD - Duration::from_millis(1)), vec![]);
+    assert_eq!(rig.hold.len(), 2);
+    // Past it (it began at `after` at the latest): out, untagged, in order.
+    assert_eq!(rig.release(after + HOLD), msgs(&[("print 0", None), ("print 1", None)]));
+    assert!(rig.hold.is_empty());
+    assert_eq!(rig.release(after + HOLD * 2), vec![], "released twice");
+}
+
+#[test]
+fn a_files_later_records_stay_behind_its_held_ones() {
+    let mut rig = Rig::new();
+    let (_, after) = rig.read(":actor_name:Counter\nprint 0\n");
+    assert_eq!(rig.hold.len(), 1);
+    rig.learn_actor();
+    // Parsed now, this record is tagged at once and need not wait for anything; but
+    // "print 0" is still held (not released yet), so it must wait behind it.
+    rig.read("print 1\n");
+    assert_eq!(rig.batch.len(), 0, "a later record overtook a held one of its file");
+    assert_eq!(rig.hold.len(), 2);
+    assert_eq!(rig.release(after), msgs(&[("print 0", Some(ACTOR)), ("print 1", Some(ACTOR))]));
+    // Once the hold has nothing of the file, its records go straight to the batch.
+    rig.read("print 2\n");
+    assert_eq!(rig.batch.len(), 1);
+    assert!(rig.hold.is_empty());
+}
+
+#[test]
+fn other_files_are_not_held_behind_an_actors_output() {
+    let mut rig = Rig::new();
+    rig.read(":actor_name:Counter\nprint 0\n");
+    assert_eq!(rig.hold.len(), 1);
+    let raylet = Arc::new(classify("raylet.out", Some("session_x")));
+    let mut p = FileParser::new((*raylet).clone(), None, None);
+    let parts = (FileKey { dev: 1, ino: 3 }, raylet, doc_id_seed("1:3"));
+    let mut router = Router::new(&mut rig.batch, &mut rig.hold, parts, None, HOLD);
+    let line = b"[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: work\n";
+    p.push(line, &mut rig.corr, &Options::default(), &mut |r| router.route(r));
+    p.flush(&mut rig.corr, &Options::default(), &mut |r| router.route(r));
+    assert_eq!(rig.batch.len(), 1, "raylet's record waited behind a worker's");
+    assert_eq!(rig.hold.len(), 1);
+}
+
+/// Release keeps a file's order too: a later record that is ready (it waits for
+/// nothing) does not overtake an earlier one of its file still waiting, here for
+/// its logs dir's node id (a new session whose raylet has not named it yet).
+#[test]
+fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
+    let meta = Arc::new(classify("gcs_server.out", Some("session_x")));
+    let key = FileKey { dev: 1, ino: 4 };
+    let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
+    let (mut batch, mut hold, mut corr) = (Batch::new(1, node), Hold::default(), Correlator::new());
+    let mut p = FileParser::new((*meta).clone(), None, None);
+    let opts = Options::default();
+    let line = |m: &str| format!("[2026-11-30 09:05:33,150 I 4214 4214] gcs_server.cc:1: {m}\n");
+    let now = Instant::now();
+    // Read while the node is awaited: "first" waits for it (for an hour at most).
+    let node_until = Some(now + Duration::from_secs(3600));
+    let parts = (key, meta.clone(), doc_id_seed("1:4"));
+    let mut router = Router::new(&mut batch, &mut hold, parts.clone(), node_until, HOLD);
+    p.push(line("first").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
+    p.flush(&mut corr, &opts, &mut |r| router.route(r));
+    // Read after the session's node wait ended: "second" waits for nothing, but is
+    // held behind "first".
+    let mut router = Router::new(&mut batch, &mut hold, parts, None, HOLD);
+    p.push(line("second").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
+    p.flush(&mut corr, &opts, &mut |r| router.route(r));
+    assert_eq!((batch.len(), hold.len()), (0, 2));
+    let release = |hold: &mut Hold, node: Option<Id>| {
+        let mut out = vec![];
+        hold.release(now, &corr, &|_| node, false, usize::MAX, &mut |r, _| out.push(r.message.to_string()));
+        out
+    };
+    assert_eq!(release(&mut hold, None), Vec::<String>::new(), "a later record overtook a waiting one");
+    let n = Id::parse(b"e9e1cbd2e1ad6c8a3e9c4bd5c1a5b3f0f2e4d6c8a0b2c4d6e6bd7f6c").unwrap();
+    assert_eq!(release(&mut hold, Some(n)), ["first", "second"]);
+    assert!(hold.is_empty());
+}
