@@ -19,6 +19,7 @@ pub mod config;
 pub mod enrich;
 pub mod metrics;
 pub mod pipeline;
+pub mod ray_metrics;
 pub mod run;
 pub mod sinks;
 pub mod source;
