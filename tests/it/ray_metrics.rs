@@ -2,7 +2,8 @@
 //! on `fixtures/ray-2.60-text`: exact values read off the fixture (fixtures/README.md:
 //! Phoenix is killed and restarted once), checked against `raylog health --format
 //! json` on the same files, and `raylog_ray_records_total` summing to the records
-//! the agent delivered and `raylog parse` finds.
+//! the agent delivered and `raylog parse` finds (less `debug_state.txt`, which the
+//! agent's default `source.exclude` skips).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -84,7 +85,14 @@ name = "node-\"a\""
 
     let parsed = Command::new(env!("CARGO_BIN_EXE_raylog")).arg("parse").arg(fixture()).output().unwrap();
     assert!(parsed.status.success());
-    let want_records = String::from_utf8(parsed.stdout).unwrap().lines().count() as u64;
+    // The agent skips `debug_state*.txt` by default (source.exclude); `parse` does not.
+    let want_records = String::from_utf8(parsed.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["file"].as_str().is_some_and(|f| !f.contains("debug_state"))
+        })
+        .count() as u64;
     let health = Command::new(env!("CARGO_BIN_EXE_raylog"))
         .args(["health", "--format", "json"])
         .arg(fixture())
@@ -166,6 +174,7 @@ name = "node-\"a\""
     // Each record counted once: as many as were delivered, and as `raylog parse` finds.
     let records = sum(&m, "raylog_ray_records_total", &[]);
     assert_eq!(records, want_records, "{text}");
+    assert_eq!(records, exact("raylog_sink_records_sent_total", "sink=\"file\""), "{text}");
     assert!(m.keys().filter(|k| k.starts_with("raylog_ray_records_total{")).all(|k| k.contains(node)));
     assert!(m.keys().any(|k| k.starts_with("raylog_ray_records_total{") && k.contains("component=\"raylet\"")));
 }
