@@ -64,6 +64,8 @@ pub struct Metrics {
     pub checkpoints_written: AtomicU64,
     pub records_held: AtomicI64,
     pub sinks: Vec<SinkMetrics>,
+    /// What the records read say about Ray (see [`crate::agent::ray_metrics`]).
+    pub ray: crate::agent::ray_metrics::RayMetrics,
 }
 
 impl Metrics {
@@ -112,6 +114,7 @@ impl Metrics {
             self.records_held.load(Relaxed),
         );
         self.render_sinks(&mut s);
+        self.ray.render(&mut s);
         s
     }
 

@@ -20,6 +20,7 @@ pub mod enrich;
 pub mod fnv;
 pub mod metrics;
 pub mod pipeline;
+pub mod ray_metrics;
 pub mod run;
 pub mod sinks;
 pub mod source;

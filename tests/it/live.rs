@@ -229,6 +229,10 @@ fn live_ray_cluster_end_to_end() {
             failures.push(format!("{sink}: /metrics says {stored:?} records stored, the server has {}", got.len()));
         }
     }
+    match metrics.as_deref() {
+        Ok(m) => crate::ray_metrics::check_live(m, &dir.0.join("ray"), from_es.len(), &mut failures),
+        Err(e) => failures.push(format!("/metrics: {e}")),
+    }
     if let Some(real) = &real {
         check_real_loki(real, &loki.entries(), &rows, &dir.0.join("ray"), &mut failures);
     }

@@ -14,6 +14,7 @@ mod live_check;
 mod loki_real;
 mod manyfiles;
 mod props;
+mod ray_metrics;
 mod reconcile;
 mod ship;
 mod ship_loki;

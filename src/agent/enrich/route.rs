@@ -12,11 +12,15 @@ use raylog_parsers::{FileMeta, Record};
 use super::hold::{Hold, Wait};
 use crate::agent::batch::{doc_id_from, Batch};
 use crate::agent::checkpoint::FileKey;
+use crate::agent::ray_metrics::RayCounter;
 
 /// Routes the records of one file during one read.
 pub struct Router<'a> {
     batch: &'a mut Batch,
     hold: &'a mut Hold,
+    ray: &'a mut RayCounter,
+    /// The file's component slot in the Ray record counters.
+    component: usize,
     held_file: bool,
     key: FileKey,
     meta: Arc<FileMeta>,
@@ -35,14 +39,30 @@ impl<'a> Router<'a> {
     pub fn new(
         batch: &'a mut Batch,
         hold: &'a mut Hold,
+        ray: &'a mut RayCounter,
         (key, meta, seed): (FileKey, Arc<FileMeta>, u128),
         wait_node: Option<Instant>,
         actor_hold: Duration,
     ) -> Router<'a> {
-        Router { held_file: hold.holds_file(&key), seed, key, meta, now: now_ns(), wait_node, actor_hold, batch, hold }
+        let component = ray.component(&meta.component);
+        Router {
+            held_file: hold.holds_file(&key),
+            seed,
+            key,
+            meta,
+            now: now_ns(),
+            wait_node,
+            actor_hold,
+            batch,
+            hold,
+            ray,
+            component,
+        }
     }
 
     pub fn route(&mut self, r: &Record<'_>) {
+        // Counted here, once: a held record is released into the batch, not routed again.
+        self.ray.count(self.component, r);
         let node_until = self.wait_node.filter(|_| r.ids.node_id.is_none());
         if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
             let wait = Wait { until: Instant::now() + self.actor_hold, node_until };

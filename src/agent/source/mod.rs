@@ -48,6 +48,7 @@ use crate::agent::enrich::route::{identity, now_ns};
 use crate::agent::enrich::Hold;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{Cut, Dispatcher};
+use crate::agent::ray_metrics::RayCounter;
 use table::Table;
 pub use wake::{Changes, Wake};
 
@@ -95,6 +96,8 @@ pub struct Source {
     /// Checkpoints loaded at start and not yet matched with a file found.
     resume: HashMap<FileKey, FileCheckpoint>,
     hold: Hold,
+    /// Ray health counters, counted as records are routed.
+    ray: RayCounter,
     batch: Batch,
     batch_started: Instant,
     /// Files whose checkpoint moved since the last cut.
@@ -140,6 +143,7 @@ impl Source {
             Arc::new(NodeIdentity::new(cfg.node.name.clone(), cfg.node.cluster.clone(), cfg.node.labels.clone()));
         let now = Instant::now();
         let first_start = resume.is_empty();
+        let ray = RayCounter::new(metrics.clone(), &cfg.node.name);
         Source {
             batch: Batch::new(0, node).needing(cfg.batch_needs()),
             corr: Correlator::with_zone(cfg.source.parse.zone.clone()),
@@ -153,6 +157,7 @@ impl Source {
             dirs: Vec::new(),
             resume,
             hold: Hold::default(),
+            ray,
             batch_started: now,
             dirty: HashSet::new(),
             seq: 0,

@@ -214,8 +214,14 @@ impl Source {
         let gone = t.gone;
         let Some(open) = t.open.as_mut() else { return (0, None, false) };
         let before = open.stats();
-        let mut router =
-            Router::new(&mut self.batch, &mut self.hold, open.route_parts(), wait_node, self.cfg.source.actor_hold);
+        let mut router = Router::new(
+            &mut self.batch,
+            &mut self.hold,
+            &mut self.ray,
+            open.route_parts(),
+            wait_node,
+            self.cfg.source.actor_hold,
+        );
         let opts = &self.cfg.source.parse;
         let res = open.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, opts, &mut |r| router.route(r));
         if res.as_ref().is_ok_and(|r| r.at_eof && !r.blocked) {
@@ -276,8 +282,14 @@ impl Source {
         let wait_node = self.waits_for_node(key);
         let Some(t) = self.table.get_mut(&key) else { return };
         if let Some(open) = t.open.as_mut() {
-            let mut router =
-                Router::new(&mut self.batch, &mut self.hold, open.route_parts(), wait_node, self.cfg.source.actor_hold);
+            let mut router = Router::new(
+                &mut self.batch,
+                &mut self.hold,
+                &mut self.ray,
+                open.route_parts(),
+                wait_node,
+                self.cfg.source.actor_hold,
+            );
             open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
         }
         self.forget(key);
@@ -313,8 +325,14 @@ impl Source {
                 continue;
             }
             let before = open.parser.unemitted_offset();
-            let mut router =
-                Router::new(&mut self.batch, &mut self.hold, open.route_parts(), wait_node, self.cfg.source.actor_hold);
+            let mut router = Router::new(
+                &mut self.batch,
+                &mut self.hold,
+                &mut self.ray,
+                open.route_parts(),
+                wait_node,
+                self.cfg.source.actor_hold,
+            );
             let opts = &self.cfg.source.parse;
             open.flush_if_idle(now, idle, partial, limit, &mut self.corr, opts, &mut |r| router.route(r));
             if open.parser.unemitted_offset() != before {
@@ -349,8 +367,14 @@ impl Source {
     pub(super) fn finish_all(&mut self) {
         for key in self.table.open_keys() {
             let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
-            let mut router =
-                Router::new(&mut self.batch, &mut self.hold, open.route_parts(), None, self.cfg.source.actor_hold);
+            let mut router = Router::new(
+                &mut self.batch,
+                &mut self.hold,
+                &mut self.ray,
+                open.route_parts(),
+                None,
+                self.cfg.source.actor_hold,
+            );
             open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
             self.dirty.insert(key);
         }
