@@ -13,6 +13,12 @@ use raylog_parsers::{classify, Correlator, FileParser, Id, Options};
 use super::{Hold, Router};
 use crate::agent::batch::{doc_id_seed, Batch, NodeIdentity};
 use crate::agent::checkpoint::FileKey;
+use crate::agent::metrics::Metrics;
+use crate::agent::ray_metrics::RayCounter;
+
+fn ray_counter() -> RayCounter {
+    RayCounter::new(Arc::new(Metrics::new(&[])), "n")
+}
 
 const WORKER: &str = "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2";
 const ACTOR: &str = "6b5c1cd3ac1d3ea6c1c4a1b301000000";
@@ -23,6 +29,7 @@ const HOLD: Duration = Duration::from_secs(10);
 struct Rig {
     batch: Batch,
     hold: Hold,
+    ray: RayCounter,
     corr: Correlator,
     parser: FileParser,
     meta: Arc<raylog_parsers::FileMeta>,
@@ -37,6 +44,7 @@ impl Rig {
         Rig {
             batch: Batch::new(1, node),
             hold: Hold::default(),
+            ray: ray_counter(),
             corr: Correlator::new(),
             parser: FileParser::new((*meta).clone(), None, None),
             meta,
@@ -50,7 +58,7 @@ impl Rig {
     fn read(&mut self, text: &str) -> (Instant, Instant) {
         let before = Instant::now();
         let parts = (self.key, self.meta.clone(), doc_id_seed("1:2"));
-        let mut router = Router::new(&mut self.batch, &mut self.hold, parts, None, HOLD);
+        let mut router = Router::new(&mut self.batch, &mut self.hold, &mut self.ray, parts, None, HOLD);
         let opts = Options::default();
         self.parser.push(text.as_bytes(), &mut self.corr, &opts, &mut |r| router.route(r));
         self.parser.flush(&mut self.corr, &opts, &mut |r| router.route(r));
@@ -131,7 +139,7 @@ fn other_files_are_not_held_behind_an_actors_output() {
     let raylet = Arc::new(classify("raylet.out", Some("session_x")));
     let mut p = FileParser::new((*raylet).clone(), None, None);
     let parts = (FileKey { dev: 1, ino: 3 }, raylet, doc_id_seed("1:3"));
-    let mut router = Router::new(&mut rig.batch, &mut rig.hold, parts, None, HOLD);
+    let mut router = Router::new(&mut rig.batch, &mut rig.hold, &mut rig.ray, parts, None, HOLD);
     let line = b"[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: work\n";
     p.push(line, &mut rig.corr, &Options::default(), &mut |r| router.route(r));
     p.flush(&mut rig.corr, &Options::default(), &mut |r| router.route(r));
@@ -148,6 +156,7 @@ fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
     let key = FileKey { dev: 1, ino: 4 };
     let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
     let (mut batch, mut hold, mut corr) = (Batch::new(1, node), Hold::default(), Correlator::new());
+    let mut ray = ray_counter();
     let mut p = FileParser::new((*meta).clone(), None, None);
     let opts = Options::default();
     let line = |m: &str| format!("[2026-11-30 09:05:33,150 I 4214 4214] gcs_server.cc:1: {m}\n");
@@ -155,12 +164,12 @@ fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
     // Read while the node is awaited: "first" waits for it (for an hour at most).
     let node_until = Some(now + Duration::from_secs(3600));
     let parts = (key, meta.clone(), doc_id_seed("1:4"));
-    let mut router = Router::new(&mut batch, &mut hold, parts.clone(), node_until, HOLD);
+    let mut router = Router::new(&mut batch, &mut hold, &mut ray, parts.clone(), node_until, HOLD);
     p.push(line("first").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
     p.flush(&mut corr, &opts, &mut |r| router.route(r));
     // Read after the session's node wait ended: "second" waits for nothing, but is
     // held behind "first".
-    let mut router = Router::new(&mut batch, &mut hold, parts, None, HOLD);
+    let mut router = Router::new(&mut batch, &mut hold, &mut ray, parts, None, HOLD);
     p.push(line("second").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
     p.flush(&mut corr, &opts, &mut |r| router.route(r));
     assert_eq!((batch.len(), hold.len()), (0, 2));
