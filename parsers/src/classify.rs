@@ -27,6 +27,9 @@ pub enum FileKind {
     Event,
     /// `export_events/*.log`: one export event per line, ids in base64.
     ExportEvent,
+    /// raylog's spool of Ray's exported events (`ray_events-<seq>.ndjson`): one
+    /// `RayEvent` per line, ids in base64.
+    RayEvent,
     /// `serve/*.log`: Ray Serve's `LEVEL date time name replica -- msg`.
     Serve,
     /// Anything else: one record per line, tracebacks joined.
@@ -221,6 +224,9 @@ fn classify_top(name: &str, m: &mut FileMeta) {
         m.kind = FileKind::PythonComponent;
         m.component = "runtime_env_setup".into();
         m.job_id = Id::parse_len(job.as_bytes(), JOB_HEX);
+    } else if st.starts_with("ray_events-") && name.ends_with(".ndjson") {
+        m.kind = FileKind::RayEvent;
+        m.component = "ray_event".into();
     } else if st.starts_with("raylet") || st.starts_with("gcs_server") {
         m.kind = FileKind::Cpp;
         m.component = if st.starts_with("raylet") { "raylet" } else { "gcs_server" }.into();

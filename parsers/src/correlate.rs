@@ -7,7 +7,9 @@
 //! `actor_id`. The link is learned from other files: the actor's own core-worker log
 //! (`Creating actor actor_id=X`, older `Creating actor: X`), GCS lines naming both the
 //! actor and the worker its creation task went to, raylet's `KillLocalActor`, and
-//! structured log lines of the actor's worker. A restarted actor gets a new worker,
+//! structured log lines of the actor's worker, and Ray's exported events (an actor
+//! going `ALIVE` on a worker, an actor task run by one), which state it outright
+//! ([`crate::formats::Draft::links`]). A restarted actor gets a new worker,
 //! which maps to the same actor id.
 //!
 //! Order independence: [`Correlator::prescan`] reads those sources with a substring
@@ -226,6 +228,18 @@ impl Correlator {
                 for line in bytes.split(|&b| b == b'\n').take(8) {
                     if let Some(m) = crate::assemble::Marker::parse(line) {
                         self.learn_marker(file.worker_id, &m);
+                    }
+                }
+            }
+            "ray_event" => {
+                // Ray's exported events state the links outright (see `formats::ray_event`).
+                for line in bytes.split(|&b| b == b'\n') {
+                    let Ok(text) = std::str::from_utf8(line) else { continue };
+                    let (mut scratch, mut d) = (String::new(), crate::formats::Draft::default());
+                    if crate::formats::ray_event::parse(text, &mut scratch, &mut d) {
+                        for (w, a) in d.links {
+                            self.link(w, a);
+                        }
                     }
                 }
             }

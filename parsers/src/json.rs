@@ -211,6 +211,32 @@ pub fn members<'a>(s: &'a str, mut f: impl FnMut(&'a str, Value<'a>)) -> Result<
     }
 }
 
+/// Calls `f` with the raw text of each element of the JSON array in `s`, in order,
+/// after checking the whole array is well-formed JSON (so nothing is handed out from
+/// a body that turns out to be broken further on). Returns the number of elements.
+pub fn elements<'a>(s: &'a str, mut f: impl FnMut(&'a str)) -> Result<usize, NotJson> {
+    let b = s.as_bytes();
+    let start = skip_ws(b, 0);
+    if b.get(start) != Some(&b'[') {
+        return Err(NotJson);
+    }
+    trailing_ok(b, value_end(b, start, 0)?)?;
+    let (mut i, mut n) = (skip_ws(b, start + 1), 0);
+    if b.get(i) == Some(&b']') {
+        return Ok(0);
+    }
+    loop {
+        let end = value_end(b, i, 1)?;
+        f(&s[i..end]);
+        n += 1;
+        i = skip_ws(b, end);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            _ => return Ok(n),
+        }
+    }
+}
+
 fn trailing_ok(b: &[u8], i: usize) -> Result<(), NotJson> {
     if skip_ws(b, i) == b.len() {
         Ok(())

@@ -12,6 +12,7 @@ pub mod export_event;
 pub mod json_log;
 pub mod plain;
 pub mod python;
+pub mod ray_event;
 pub mod serve;
 
 use crate::classify::FileKind;
@@ -34,6 +35,9 @@ pub struct Draft<'a> {
     /// A time written on the record was dropped because no [`Timestamp`] can hold
     /// it (see [`crate::time::OutOfRange`]).
     pub time_out_of_range: bool,
+    /// Worker → actor links the record states outright (a Ray event naming an
+    /// actor's worker), for the correlator; empty, so unallocated, for log lines.
+    pub links: Vec<(Id, Id)>,
 }
 
 impl<'a> Draft<'a> {
@@ -105,6 +109,8 @@ pub enum LineFormat {
     Event,
     /// `export_events/*.log` JSON with base64 ids.
     ExportEvent,
+    /// raylog's spool of Ray's exported events (`RayEvent`, base64 ids).
+    RayEvent,
     /// Ray Serve's `LEVEL date time name replica [request] -- msg`.
     Serve,
     /// Anything else: the text is the message.
@@ -150,6 +156,7 @@ impl LineFormat {
             Some(b'{') => match kind {
                 FileKind::Event => LineFormat::Event,
                 FileKind::ExportEvent => LineFormat::ExportEvent,
+                FileKind::RayEvent => LineFormat::RayEvent,
                 _ => LineFormat::JsonLog,
             },
             Some(b'0'..=b'9') if starts_with_date(first) => LineFormat::Python,
@@ -204,6 +211,7 @@ pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &P
         LineFormat::JsonLog => json_log::parse(text, scratch, cx, d),
         LineFormat::Event => event::parse(text, scratch, cx, d),
         LineFormat::ExportEvent => export_event::parse(text, scratch, d),
+        LineFormat::RayEvent => ray_event::parse(text, scratch, d),
         LineFormat::Plain => false,
     };
     if !ok {

@@ -502,6 +502,9 @@ impl FileParser {
         d.flag_problems(format == LineFormat::Plain && meta.kind.headered());
         let corr = &mut *io.corr;
         corr.learn(meta, d.message, &d.ids, d.timestamp);
+        for (w, a) in d.links.drain(..) {
+            corr.link(w, a);
+        }
         corr.tag(meta, *node_id, ctx.job_id, ctx.task_id, &mut d.ids);
         if d.timestamp.is_some() {
             ctx.last_timestamp = d.timestamp;
