@@ -275,13 +275,15 @@ pub fn logs_roots(paths: &[PathBuf]) -> (Vec<LogsRoot>, Vec<(String, String)>) {
     (roots, failures)
 }
 
-/// Whether `dir` directly holds a file named like a log (`.log`, `.out`, `.err`).
+/// Whether `dir` directly holds a file named like a log (`.log`, `.out`, `.err`)
+/// or a segment of raylog's Ray event spool.
 fn holds_logs(dir: &Path) -> bool {
     std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
         let name = e.file_name();
         let name = name.to_string_lossy();
         e.file_type().is_ok_and(|t| t.is_file())
-            && [".log", ".out", ".err"].iter().any(|x| crate::discover::strip_rotation(&name).ends_with(x))
+            && ([".log", ".out", ".err"].iter().any(|x| crate::discover::strip_rotation(&name).ends_with(x))
+                || crate::agent::events::is_segment_name(&name))
     })
 }
 

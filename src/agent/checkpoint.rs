@@ -177,6 +177,8 @@ pub struct CheckpointStore {
     state: Saved,
     changes: HashMap<FileKey, FileCheckpoint>,
     forget_after_secs: u64,
+    /// Told every delivered position (the event spool deletes what was delivered).
+    observer: Option<std::sync::Arc<crate::agent::events::Delivered>>,
 }
 
 impl CheckpointStore {
@@ -187,12 +189,26 @@ impl CheckpointStore {
         forget_after_secs: u64,
     ) -> Result<(CheckpointStore, HashMap<FileKey, FileCheckpoint>), CheckpointError> {
         let (files, state) = disk::read(state_dir)?;
-        let store = CheckpointStore { dir: state_dir.to_path_buf(), state, changes: HashMap::new(), forget_after_secs };
+        let store = CheckpointStore {
+            dir: state_dir.to_path_buf(),
+            state,
+            changes: HashMap::new(),
+            forget_after_secs,
+            observer: None,
+        };
         Ok((store, files))
+    }
+
+    /// Tells `observer` every delivered position from now on.
+    pub fn observe(&mut self, observer: std::sync::Arc<crate::agent::events::Delivered>) {
+        self.observer = Some(observer);
     }
 
     /// Records a delivered position (only ever forward for the same fingerprint).
     pub fn update(&mut self, cp: FileCheckpoint) {
+        if let Some(o) = &self.observer {
+            o.note(&cp);
+        }
         match self.changes.get(&cp.key) {
             Some(old) if !cp.supersedes(old) => {}
             _ => {

@@ -66,6 +66,7 @@ pub struct Metrics {
     pub sinks: Vec<SinkMetrics>,
     /// What the records read say about Ray (see [`crate::agent::ray_metrics`]).
     pub ray: crate::agent::ray_metrics::RayMetrics,
+    pub events: crate::agent::events::EventMetrics,
 }
 
 impl Metrics {
@@ -115,6 +116,7 @@ impl Metrics {
         );
         self.render_sinks(&mut s);
         self.ray.render(&mut s);
+        self.events.render(&mut s);
         s
     }
 

@@ -11,12 +11,15 @@
 //! - [`checkpoint`]: per-file offsets, advanced only when every sink acknowledged
 //!   everything before them, written atomically.
 //! - [`api`] and [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`events`]: Ray's exported events, received over HTTP, spooled, read like a
+//!   log file, and forwarded.
 
 pub mod api;
 pub mod batch;
 pub mod checkpoint;
 pub mod config;
 pub mod enrich;
+pub mod events;
 pub mod fnv;
 pub mod metrics;
 pub mod pipeline;

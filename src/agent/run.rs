@@ -34,8 +34,8 @@ pub fn run(cfg: Config, once: bool) -> Result<()> {
     rt.block_on(run_async(cfg, once))
 }
 
-async fn run_async(cfg: Config, once: bool) -> Result<()> {
-    let (store, resume) = CheckpointStore::open(&cfg.source.state_dir, cfg.source.forget_after.as_secs())?;
+async fn run_async(mut cfg: Config, once: bool) -> Result<()> {
+    let (mut store, resume) = CheckpointStore::open(&cfg.source.state_dir, cfg.source.forget_after.as_secs())?;
     tracing::info!(state_dir = %cfg.source.state_dir.display(), files = resume.len(), "loaded checkpoints");
     let max_open = max_open_files(cfg.source.max_open_files);
     let names: Vec<&str> = cfg.sinks.iter().map(|s| s.name()).collect();
@@ -45,6 +45,17 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
         let bound = api::serve(addr, metrics.clone(), health.clone()).await?;
         tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
     }
+    let events = match &cfg.events {
+        Some(ec) => {
+            let ev = crate::agent::events::start(ec, &cfg.retry, &resume, metrics.clone()).await?;
+            tracing::info!(bound = %ev.bound, spool = %ec.spool_dir.display(), forward_to = ?ec.forward_to.as_ref().map(|u| u.as_str()), "receiving Ray's events");
+            store.observe(ev.delivered.clone());
+            // The spool is read like a logs dir.
+            cfg.source.paths.push(ec.spool_dir.clone());
+            Some(ev)
+        }
+        None => None,
+    };
     let shutdown = Arc::new(AtomicBool::new(false));
     let (give_up_tx, give_up) = watch::channel(false);
     // About eight batches exist at once per sink queue slot (being filled, queued,
@@ -111,6 +122,9 @@ async fn run_async(cfg: Config, once: bool) -> Result<()> {
         let _ = t.await;
     }
     let store = tracker.await.context("the checkpoint task panicked")?;
+    if let Some(ev) = &events {
+        ev.stop();
+    }
     drop(watcher);
     tracing::info!(entries = store.approx_len(), "checkpoints saved; bye");
     report_dead_letters(&metrics, &dead);

@@ -6,6 +6,7 @@
 //! prints the effective configuration (defaults filled in, secrets redacted) or the
 //! full list of problems.
 
+pub mod events;
 pub mod source;
 pub mod values;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
+pub use events::{EventsConfig, EventsRaw};
 use source::validate_source;
 pub use source::{SourceConfig, SourceRaw, StartAt};
 use values::{DurationValue, Problems, SizeValue, DAY, HOUR, MS, SEC};
@@ -38,6 +40,8 @@ pub struct RawConfig {
     pub dead_letter: DeadLetterRaw,
     #[serde(default)]
     pub api: ApiRaw,
+    #[serde(default)]
+    pub events: EventsRaw,
 }
 
 /// `[dead_letter]`: the file of records the sinks refused for good.
@@ -174,6 +178,8 @@ pub struct Config {
     /// `dead_letter.max_bytes`.
     pub dead_letter_max_bytes: u64,
     pub api_address: Option<std::net::SocketAddr>,
+    /// The Ray event receiver, when `events.address` is set.
+    pub events: Option<EventsConfig>,
 }
 
 impl Config {
@@ -258,7 +264,8 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
     // At least a few records; at most what a volume would plausibly hold.
     let dead_letter_max_bytes =
         raw.dead_letter.max_bytes.as_ref().map_or(64 << 20, |v| v.get("dead_letter.max_bytes", 4 << 10..=1 << 40, p));
-    Config { source, node, batch, retry, sinks, dead_letter_max_bytes, api_address }
+    let events = events::validate_events(&raw.events, &source.state_dir, p);
+    Config { source, node, batch, retry, sinks, dead_letter_max_bytes, api_address, events }
 }
 
 fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {

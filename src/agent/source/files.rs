@@ -224,7 +224,9 @@ impl Source {
             t.head = t.last_time.unwrap_or(i64::MIN);
             return t;
         }
-        if self.cfg.source.start_at == StartAt::End && self.first_scan && self.first_start {
+        if crate::agent::events::is_segment_name(&t.rel) {
+            // Ray's events: raylog answered 2xx for them; they are read whole.
+        } else if self.cfg.source.start_at == StartAt::End && self.first_scan && self.first_start {
             t.resume = md.len();
         } else if let Some(max) = self.cfg.source.ignore_older {
             // Old and never read: skipped until it changes, then read whole.

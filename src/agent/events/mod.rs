@@ -1,0 +1,181 @@
+//! Ray's exported events, received next to the logs (`[events]`).
+//!
+//! Ray 2.60 can export task, actor, worker, node and job lifecycle events: with
+//! `RAY_enable_ray_event=1` (and `RAY_enable_core_worker_ray_event_to_aggregator=1`
+//! for task events) each node's dashboard agent POSTs them in batches to
+//! `RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR`. raylog takes them there:
+//!
+//! - [`receiver`]: the HTTP endpoint on `events.address`; a post is answered 2xx
+//!   only once it is in the [`spool`] and fsynced.
+//! - [`spool`]: `<state_dir>/ray_events/ray_events-<seq>.ndjson`, bounded by
+//!   `events.spool_max_bytes`. The source tails it like a log file (component
+//!   `ray_event`, parsed by `raylog_parsers::formats::ray_event`): same records,
+//!   sinks, checkpoints and acknowledgements as the logs, so an `actor_id` query
+//!   returns the actor's log lines and its lifecycle events together, and the
+//!   events' worker → actor links reach the correlator.
+//! - [`forward`]: every accepted post, unchanged, to `events.forward_to`.
+//!
+//! A sealed segment is deleted once every sink acknowledged it and the forwarder
+//! passed it; the checkpoint store tells the spool what was acknowledged
+//! ([`spool::Delivered`]).
+
+pub mod forward;
+pub mod receiver;
+pub mod spool;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::agent::checkpoint::{FileCheckpoint, FileKey};
+use crate::agent::config::{EventsConfig, RetryConfig};
+use crate::agent::metrics::Metrics;
+pub use spool::{is_segment_name, Delivered, Spool, SpoolError};
+
+/// The receiver's counters, on `/metrics` when it runs.
+#[derive(Debug, Default)]
+pub struct EventMetrics {
+    pub enabled: AtomicBool,
+    pub posts: AtomicU64,
+    pub events_accepted: AtomicU64,
+    /// By reason: malformed (400/415), spool_full (503), io (500).
+    pub refused: [AtomicU64; 3],
+    pub spool_bytes: AtomicI64,
+    pub forwarded: AtomicU64,
+    pub forward_retries: AtomicU64,
+    pub forward_dropped: AtomicU64,
+    /// A spool write failure was logged (once per run).
+    pub io_error_logged: AtomicBool,
+}
+
+const REFUSED: [&str; 3] = ["malformed", "spool_full", "io"];
+
+impl EventMetrics {
+    pub fn count_refused(&self, reason: &str) {
+        let i = REFUSED.iter().position(|r| *r == reason).unwrap_or(0);
+        self.refused[i].fetch_add(1, Relaxed);
+    }
+
+    pub fn render(&self, s: &mut String) {
+        if !self.enabled.load(Relaxed) {
+            return;
+        }
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        counter("raylog_events_posts_total", "POSTs Ray made to the event receiver.", self.posts.load(Relaxed));
+        counter(
+            "raylog_events_accepted_total",
+            "Ray events spooled (answered 2xx).",
+            self.events_accepted.load(Relaxed),
+        );
+        counter(
+            "raylog_events_forwarded_total",
+            "Events forwarded to events.forward_to.",
+            self.forwarded.load(Relaxed),
+        );
+        counter(
+            "raylog_events_forward_retries_total",
+            "Forwards retried after a transient failure.",
+            self.forward_retries.load(Relaxed),
+        );
+        counter(
+            "raylog_events_forward_dropped_total",
+            "Events events.forward_to refused for good (4xx).",
+            self.forward_dropped.load(Relaxed),
+        );
+        let r = "raylog_events_posts_refused_total";
+        let _ = writeln!(s, "# HELP {r} POSTs refused, by reason.\n# TYPE {r} counter");
+        for (name, v) in REFUSED.iter().zip(&self.refused) {
+            let _ = writeln!(s, "{r}{{reason=\"{name}\"}} {}", v.load(Relaxed));
+        }
+        let g = "raylog_events_spool_bytes";
+        let _ = writeln!(
+            s,
+            "# HELP {g} Spooled event bytes not yet delivered everywhere.\n# TYPE {g} gauge\n{g} {}",
+            self.spool_bytes.load(Relaxed)
+        );
+    }
+}
+
+/// Why the receiver could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
+    #[error("events.address {addr}: cannot listen: {source}; pick a free port or remove events.address")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+/// The running receiver.
+pub struct Events {
+    pub bound: SocketAddr,
+    pub delivered: Arc<Delivered>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Events {
+    /// Stops forwarding (what is not forwarded yet stays in the spool).
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Opens the spool (recovering it with the checkpoints in `resume`), binds the
+/// receiver and starts the forwarder and the spool's janitor.
+pub async fn start(
+    cfg: &EventsConfig,
+    retry: &RetryConfig,
+    resume: &HashMap<FileKey, FileCheckpoint>,
+    metrics: Arc<Metrics>,
+) -> Result<Events, EventsError> {
+    let delivered = Arc::new(Delivered::default());
+    let cursor = cfg.forward_to.as_ref().map(|_| forward::load_cursor(&cfg.spool_dir).unwrap_or_default());
+    let at = |k: FileKey| resume.get(&k).map(|cp| cp.offset);
+    let spool = Spool::open(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), &at, cursor)?;
+    let spool = Arc::new(Mutex::new(spool));
+    let listener = tokio::net::TcpListener::bind(cfg.address)
+        .await
+        .map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
+    let bound = listener.local_addr().map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
+    metrics.events.enabled.store(true, Relaxed);
+    let appended = Arc::new(tokio::sync::Notify::new());
+    let app = receiver::router(spool.clone(), metrics.clone(), appended.clone(), cfg.max_body_bytes);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "the event receiver stopped");
+        }
+    });
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    if let Some(url) = cfg.forward_to.clone() {
+        let (s, r, m, a) = (spool.clone(), retry.clone(), metrics.clone(), appended.clone());
+        tokio::spawn(forward::run(s, url, r, m, a, stopped.clone()));
+    }
+    tokio::spawn(janitor(spool, metrics, stopped));
+    Ok(Events { bound, delivered, stop })
+}
+
+/// Deletes what was delivered and updates the spool gauge, every second.
+async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<Metrics>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let s = spool.clone();
+        let pending = tokio::task::spawn_blocking(move || {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.clean();
+            s.pending()
+        })
+        .await
+        .unwrap_or(0);
+        metrics.events.spool_bytes.store(pending as i64, Relaxed);
+    }
+}

@@ -1,0 +1,322 @@
+//! The spool's crash safety and bound, the receiver's answers and the forwarder, on
+//! the posts Ray 2.60 really sent (`fixtures/ray-2.60-events/posts`).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use super::receiver::spool_lines;
+use super::spool::{complete_posts, Cursor, Delivered, Spool, SpoolError};
+use super::*;
+use crate::agent::checkpoint::Fingerprint;
+
+fn posts() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ray-2.60-events/posts");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5);
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("raylog-spool-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn open(dir: &Path, max: u64, delivered: &Arc<Delivered>, at: &dyn Fn(FileKey) -> Option<u64>) -> Spool {
+    Spool::open(dir, max, delivered.clone(), at, None).unwrap()
+}
+
+fn segments(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| is_segment_name(&e.file_name().to_string_lossy()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The events of the spooled lines of `dir`, as Ray's JSON values, in order.
+fn spooled_events(dir: &Path) -> Vec<serde_json::Value> {
+    let mut v = vec![];
+    for (_, bytes) in segments(dir) {
+        for line in String::from_utf8(bytes).unwrap().lines() {
+            let w: serde_json::Value = serde_json::from_str(line).unwrap();
+            v.push(w["event"].clone());
+        }
+    }
+    v
+}
+
+fn checkpoint(key: FileKey, offset: u64) -> FileCheckpoint {
+    FileCheckpoint {
+        key,
+        fingerprint: Fingerprint::default(),
+        offset,
+        context: None,
+        last_time_ns: None,
+        updated: 0,
+        gone_since: 0,
+    }
+}
+
+fn key_of(p: &Path) -> FileKey {
+    FileKey::of(&std::fs::metadata(p).unwrap())
+}
+
+#[test]
+fn every_real_post_is_spooled_event_for_event() {
+    let dir = scratch("real");
+    let delivered = Arc::new(Delivered::default());
+    let mut spool = open(&dir, 1 << 30, &delivered, &|_| None);
+    let mut want = vec![];
+    for body in posts() {
+        let (lines, n) = spool_lines(&body, &spool.next_post_id()).unwrap().unwrap();
+        let events: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
+        assert_eq!(n as usize, events.len());
+        want.extend(events);
+        spool.append(&lines).unwrap();
+    }
+    assert_eq!(want.len(), 105);
+    assert_eq!(spooled_events(&dir), want, "each event kept as Ray sent it, in order");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_torn_post_is_cut_off_at_restart_and_complete_ones_stay() {
+    let dir = scratch("torn");
+    let delivered = Arc::new(Delivered::default());
+    let bodies = posts();
+    let mut spool = open(&dir, 1 << 30, &delivered, &|_| None);
+    let (first, _) = spool_lines(&bodies[1], &spool.next_post_id()).unwrap().unwrap();
+    spool.append(&first).unwrap();
+    let (second, n) = spool_lines(&bodies[2], &spool.next_post_id()).unwrap().unwrap();
+    assert!(n >= 2, "a post of several events");
+    drop(spool);
+    // A crash in the middle of writing the second post: its first line and half
+    // of the next are on disk, no 2xx was sent.
+    let (name, _) = segments(&dir).pop().unwrap();
+    let seg = dir.join(&name);
+    let cut = memchr::memchr(b'\n', &second).unwrap() + 1 + 20;
+    std::fs::OpenOptions::new().append(true).open(&seg).unwrap().write_all(&second[..cut]).unwrap();
+    assert_eq!(complete_posts(&std::fs::read(&seg).unwrap()), first.len() as u64);
+
+    let spool = open(&dir, 1 << 30, &delivered, &|_| None);
+    assert_eq!(std::fs::read(&seg).unwrap(), first, "cut back to the end of the first post");
+    let segs = segments(&dir);
+    assert_eq!(segs.len(), 2, "a new segment for this run");
+    assert!(segs[1].1.is_empty());
+    drop(spool);
+
+    // If the sinks already had bytes past the cut (a partial line shipped after
+    // partial_line_timeout), nothing is cut: what was delivered stays true.
+    let (name2, _) = segments(&dir).pop().unwrap();
+    let seg2 = dir.join(&name2);
+    std::fs::OpenOptions::new().append(true).open(&seg2).unwrap().write_all(&second[..cut]).unwrap();
+    let k2 = key_of(&seg2);
+    let _spool = open(&dir, 1 << 30, &delivered, &|k| (k == k2).then_some(cut as u64));
+    assert_eq!(std::fs::read(&seg2).unwrap().len(), cut);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_bound_refuses_until_what_was_delivered_is_deleted() {
+    let dir = scratch("bound");
+    let delivered = Arc::new(Delivered::default());
+    let bodies = posts();
+    let mut spool = open(&dir, 64 << 10, &delivered, &|_| None);
+    let mut sizes = 0u64;
+    let full = loop {
+        let (lines, _) = spool_lines(&bodies[3], &spool.next_post_id()).unwrap().unwrap();
+        match spool.append(&lines) {
+            Ok(()) => sizes += lines.len() as u64,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(full, SpoolError::Full { max, .. } if max == 64 << 10), "{full}");
+    assert_eq!(spool.pending(), sizes);
+    assert!(sizes <= 64 << 10 && sizes > 32 << 10);
+    drop(spool);
+    // Restart: the old segment is sealed. The sinks acknowledge half of it: still full.
+    let (name, bytes) = segments(&dir).pop().unwrap();
+    let key = key_of(&dir.join(&name));
+    let mut spool = open(&dir, 64 << 10, &delivered, &|_| None);
+    let (lines, _) = spool_lines(&bodies[3], &spool.next_post_id()).unwrap().unwrap();
+    let (size, post) = (bytes.len() as u64, lines.len() as u64);
+    let part = size + post - (64 << 10) - 1;
+    assert!(part > 0 && part < size);
+    delivered.note(&checkpoint(key, part));
+    assert!(matches!(spool.append(&lines), Err(SpoolError::Full { .. })), "one byte short of room");
+    assert_eq!(spool.pending(), size - part);
+    assert!(dir.join(&name).exists(), "partly delivered: kept");
+    // All of it acknowledged: deleted, and there is room again.
+    delivered.note(&checkpoint(key, bytes.len() as u64));
+    spool.append(&lines).unwrap();
+    spool.clean(); // the janitor's round
+    assert!(!dir.join(&name).exists(), "a delivered sealed segment is deleted");
+    assert_eq!(spool.pending(), lines.len() as u64);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bodies_that_are_not_ray_events_are_refused_with_the_reason() {
+    let cases: [(&[u8], &str); 6] = [
+        (b"{\"eventType\":\"X\"}", "not a JSON array"),
+        (b"[{\"eventType\":\"X\"}", "not a JSON array"),
+        (b"[{\"eventType\":\"X\"}, 3]", "element 1 of the array is not a JSON object"),
+        (b"[{\"message\":\"x\"}]", "element 0 of the array has no eventType"),
+        (b"[\xff]", "not UTF-8 (at byte 1)"),
+        (b"", "not a JSON array"),
+    ];
+    for (body, why) in cases {
+        let err = spool_lines(body, "p").unwrap_err();
+        assert!(err.contains(why), "{body:?}: {err}");
+    }
+    assert_eq!(spool_lines(b" [ ] ", "p").unwrap(), None);
+    // Line breaks between tokens become spaces: one line per event.
+    let (lines, n) = spool_lines(b"[\n {\"eventType\":\n \"A\"},\r\n{\"eventType\":\"B\"}\n]", "p").unwrap().unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(String::from_utf8(lines).unwrap().lines().count(), 2);
+}
+
+/// The receiver on port 0 over a fresh spool, and the spool.
+async fn receiver(tag: &str, max_body: u64, max_spool: u64) -> (SocketAddr, Arc<Mutex<Spool>>, Arc<Metrics>, PathBuf) {
+    let dir = scratch(tag);
+    let spool =
+        Arc::new(Mutex::new(Spool::open(&dir, max_spool, Arc::new(Delivered::default()), &|_| None, None).unwrap()));
+    let metrics = Arc::new(Metrics::new(&["s"]));
+    metrics.events.enabled.store(true, Relaxed);
+    let app = receiver::router(spool.clone(), metrics.clone(), Arc::new(tokio::sync::Notify::new()), max_body);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, spool, metrics, dir)
+}
+
+async fn post(addr: SocketAddr, body: Vec<u8>, ct: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/"))
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_receiver_answers_200_400_413_415_and_503() {
+    let bodies = posts();
+    let (addr, _spool, metrics, dir) = receiver("http", 64 << 10, 1 << 20).await;
+    let (code, _) = post(addr, bodies[0].clone(), "application/json").await;
+    assert_eq!(code, 200);
+    assert_eq!(spooled_events(&dir), serde_json::from_slice::<Vec<serde_json::Value>>(&bodies[0]).unwrap());
+    let (code, why) = post(addr, b"[{\"message\":1}]".to_vec(), "application/json").await;
+    assert_eq!((code, why.trim()), (400, "element 0 of the array has no eventType: not a Ray event"));
+    let (code, _) = post(addr, bodies[0].clone(), "text/plain").await;
+    assert_eq!(code, 415);
+    let mut huge = b"[".to_vec();
+    huge.extend(std::iter::repeat_n(b' ', 70 << 10));
+    huge.push(b']');
+    let (code, _) = post(addr, huge, "application/json").await;
+    assert_eq!(code, 413);
+    // Fill the 1 MiB spool: nothing is delivered, so it ends in 503s.
+    let mut codes = vec![];
+    for _ in 0..200 {
+        codes.push(post(addr, bodies[3].clone(), "application/json").await.0);
+        if codes.last() == Some(&503) {
+            break;
+        }
+    }
+    assert_eq!(codes.last(), Some(&503), "{codes:?}");
+    assert!(codes[..codes.len() - 1].iter().all(|c| *c == 200));
+    let spooled = spooled_events(&dir).len();
+    let per_post = serde_json::from_slice::<Vec<serde_json::Value>>(&bodies[3]).unwrap().len();
+    assert_eq!(
+        spooled,
+        serde_json::from_slice::<Vec<serde_json::Value>>(&bodies[0]).unwrap().len() + per_post * (codes.len() - 1),
+        "a refused post leaves nothing behind"
+    );
+    let text = metrics.render();
+    assert!(text.contains("raylog_events_posts_refused_total{reason=\"spool_full\"} 1"), "{text}");
+    assert!(text.contains("raylog_events_posts_refused_total{reason=\"malformed\"} 2"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A forward target that answers each POST with the next status of `script`
+/// (then 200), keeping the bodies it answered 200.
+async fn target(script: Vec<u16>) -> (reqwest::Url, Arc<Mutex<Vec<Vec<u8>>>>) {
+    use axum::http::StatusCode;
+    let got = Arc::new(Mutex::new(vec![]));
+    let script = Arc::new(Mutex::new(script.into_iter()));
+    let (g, s) = (got.clone(), script.clone());
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let (g, s) = (g.clone(), s.clone());
+            async move {
+                let code = s.lock().unwrap().next().unwrap_or(200);
+                if code == 200 {
+                    g.lock().unwrap().push(body.to_vec());
+                }
+                StatusCode::from_u16(code).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/").parse().unwrap(), got)
+}
+
+#[tokio::test]
+async fn the_forwarder_sends_every_post_byte_for_byte_retrying_and_skipping_refusals() {
+    let bodies = posts();
+    let dir = scratch("fwd");
+    let delivered = Arc::new(Delivered::default());
+    let spool = Spool::open(&dir, 1 << 30, delivered.clone(), &|_| None, Some(Cursor::default())).unwrap();
+    let spool = Arc::new(Mutex::new(spool));
+    // 503 then a reset-like 500 are retried; the 400 drops the 3rd post.
+    let (url, got) = target(vec![200, 503, 500, 200, 400]).await;
+    let metrics = Arc::new(Metrics::new(&["s"]));
+    let retry = crate::agent::config::RetryConfig {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(50),
+        shutdown_grace: Duration::ZERO,
+    };
+    let appended = Arc::new(tokio::sync::Notify::new());
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(forward::run(spool.clone(), url, retry, metrics.clone(), appended.clone(), stop));
+    for body in &bodies {
+        let mut s = spool.lock().unwrap();
+        let (lines, _) = spool_lines(body, &s.next_post_id()).unwrap().unwrap();
+        s.append(&lines).unwrap();
+        drop(s);
+        appended.notify_one();
+    }
+    let want: Vec<Vec<u8>> = bodies.iter().enumerate().filter(|(i, _)| *i != 2).map(|(_, b)| b.clone()).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while got.lock().unwrap().len() < want.len() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(*got.lock().unwrap(), want, "Ray's bodies, byte for byte, in order, the refused one skipped");
+    assert_eq!(metrics.events.forward_retries.load(Relaxed), 2);
+    let dropped = serde_json::from_slice::<Vec<serde_json::Value>>(&bodies[2]).unwrap().len() as u64;
+    assert_eq!(metrics.events.forward_dropped.load(Relaxed), dropped);
+    let _ = stop_tx.send(true);
+    task.await.unwrap();
+    // The cursor was saved: a restart forwards nothing again.
+    let saved = forward::load_cursor(&dir).unwrap();
+    assert_eq!(saved, spool.lock().unwrap().forward_cursor().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
