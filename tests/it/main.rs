@@ -6,6 +6,7 @@
 mod alerts;
 mod cli;
 mod config_reference;
+mod events;
 mod examples;
 mod golden;
 mod health;

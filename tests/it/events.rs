@@ -1,0 +1,280 @@
+//! `[events]` through the binary: the posts Ray 2.60 really sent
+//! (`fixtures/ray-2.60-events/posts`) go to a running `raylog ship` next to the logs
+//! of the same run. Accepted posts survive a SIGKILL; the events reach the sink as
+//! `ray_event` records with the ids the logs use; and they alone tell the agent
+//! which actor a worker hosts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::fixtures;
+
+const PHOENIX: &str = "f105b6986fcc9f175ff53ed401000000";
+
+fn fixture() -> PathBuf {
+    fixtures().join("ray-2.60-events")
+}
+
+fn posts() -> Vec<Vec<u8>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixture().join("posts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// Every eventId Ray posted.
+fn posted_ids() -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    for p in posts() {
+        for e in serde_json::from_slice::<Vec<Value>>(&p).unwrap() {
+            ids.insert(e["eventId"].as_str().unwrap().to_string());
+        }
+    }
+    ids
+}
+
+/// POSTs `body` as Ray does; returns the status (0 when nothing answered).
+fn post(port: u16, body: &[u8]) -> u16 {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if s.write_all(head.as_bytes()).and_then(|()| s.write_all(body)).is_err() {
+        return 0;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// POSTs until a 200 (the agent may still be starting), as Ray's retries would.
+fn post_until_taken(port: u16, body: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match post(port, body) {
+            200 => return,
+            c if Instant::now() > deadline => panic!("the receiver never took the post (last answer {c})"),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Env {
+    root: PathBuf,
+    port: u16,
+}
+
+impl Env {
+    /// The workers' stdout files of the fixture under a Ray temp root: no other file
+    /// (core-worker logs, GCS, raylet, the structured logging in `.err`) names the
+    /// actor a worker hosts, so only the events can say it (`raylog parse` on these
+    /// files alone gives Phoenix's prints no `actor_id`: checked below).
+    fn new(tag: &str) -> Env {
+        let root = std::env::temp_dir().join(format!("raylog-events-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let session = std::fs::read_dir(fixture())
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with("session_"))
+            .unwrap();
+        let logs = root.join("ray").join(session.file_name()).join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        for e in std::fs::read_dir(session.path().join("logs")).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_file() && name.starts_with("worker-") && name.ends_with(".out") {
+                std::fs::copy(e.path(), logs.join(&name)).unwrap();
+            }
+        }
+        Env { root, port: free_port() }
+    }
+
+    fn out(&self) -> PathBuf {
+        self.root.join("out.ndjson")
+    }
+
+    fn start(&self) -> Child {
+        let cfg = format!(
+            r#"
+[source]
+paths = ["{ray}"]
+state_dir = "{state}"
+poll_interval = "100ms"
+idle_flush = "100ms"
+actor_hold = "60s"
+[batch]
+max_wait = "100ms"
+[[sinks]]
+type = "file"
+path = "{out}"
+[api]
+address = ""
+[events]
+address = "127.0.0.1:{port}"
+"#,
+            ray = self.root.join("ray").display(),
+            state = self.root.join("state").display(),
+            out = self.out().display(),
+            port = self.port,
+        );
+        let p = self.root.join("raylog.toml");
+        std::fs::write(&p, cfg).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_raylog"))
+            .args(["ship", "--log-level", "warn", "--config"])
+            .arg(&p)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap()
+    }
+
+    fn records(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.out())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// eventId → times it arrived.
+    fn events(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for r in self.records().iter().filter(|r| r["component"] == "ray_event") {
+            *m.entry(r["fields"]["event_id"].as_str().unwrap_or("").to_string()).or_default() += 1;
+        }
+        m
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&Env) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !pred(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; {} event ids so far",
+                self.events().len()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn stop(mut agent: Child) {
+    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+    let _ = agent.wait();
+}
+
+#[test]
+fn accepted_events_survive_sigkill_and_reach_the_sink_with_the_logs_ids() {
+    let env = Env::new("kill");
+    let posts = posts();
+    let mut agent = env.start();
+    let half = posts.len() / 2;
+    for p in &posts[..half] {
+        post_until_taken(env.port, p);
+    }
+    // Killed right after the last 200: what was accepted must not be lost.
+    agent.kill().unwrap();
+    let _ = agent.wait();
+    let agent = env.start();
+    for p in &posts[half..] {
+        post_until_taken(env.port, p);
+    }
+    let want = posted_ids();
+    env.wait_for("every posted event", |e| e.events().len() == want.len());
+    stop(agent);
+    let got = env.events();
+    assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), want);
+
+    let records = env.records();
+    let events: Vec<&Value> = records.iter().filter(|r| r["component"] == "ray_event").collect();
+    // The restarted actor: its lifecycle with both workers, as the logs name them.
+    let phoenix: Vec<&&Value> = events.iter().filter(|r| r["actor_id"] == PHOENIX).collect();
+    let workers: BTreeSet<&str> = phoenix
+        .iter()
+        .filter(|r| r["fields"]["event_type"] == "ACTOR_LIFECYCLE_EVENT")
+        .filter_map(|r| r["worker_id"].as_str())
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(
+        std::fs::read_dir(env.root.join("ray")).unwrap().flatten().next().unwrap().path().join("logs"),
+    )
+    .unwrap()
+    .flatten()
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    for w in &workers {
+        assert!(files.iter().any(|f| f.starts_with(&format!("worker-{w}-01000000-"))), "{w} is a worker of the logs");
+    }
+    // The events alone said which actor those workers host: their prints carry it,
+    // which the files alone do not.
+    let alone = Command::new(env!("CARGO_BIN_EXE_raylog")).arg("parse").arg(env.root.join("ray")).output().unwrap();
+    let alone: Vec<Value> =
+        String::from_utf8(alone.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for w in &workers {
+        let prints: Vec<&Value> = alone.iter().filter(|r| r["worker_id"] == *w).collect();
+        assert!(!prints.is_empty() && prints.iter().all(|r| r.get("actor_id").is_none()), "{w}: {prints:?}");
+    }
+    for w in &workers {
+        let prints: Vec<&Value> =
+            records.iter().filter(|r| r["component"] == "worker" && r["worker_id"] == *w).collect();
+        assert!(!prints.is_empty(), "{w} printed");
+        assert!(
+            prints.iter().all(|r| r["actor_id"] == PHOENIX),
+            "{w}: {:?}",
+            prints.iter().map(|r| &r["actor_id"]).collect::<Vec<_>>()
+        );
+    }
+    // Every record of an event has its own time and its node.
+    assert!(events.iter().all(|r| r["timestamp"].as_str().is_some_and(|t| t.starts_with("2026-12-01T19:4"))
+        && r["node_id"].as_str().is_some_and(|n| n.len() == 56)));
+}
+
+#[test]
+fn trace_and_health_read_a_spool_next_to_the_logs() {
+    let env = Env::new("cli");
+    let agent = env.start();
+    for p in posts() {
+        post_until_taken(env.port, &p);
+    }
+    let want = posted_ids().len();
+    env.wait_for("every posted event", |e| e.events().len() == want);
+    stop(agent);
+    let spool = env.root.join("state/ray_events");
+    let logs = fixture();
+    let run = |args: &[&str], paths: &[&Path]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_raylog")).args(args).args(paths).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let trace = run(&["trace", "--actor-id", PHOENIX, "--format", "json"], &[&logs, &spool]);
+    let doc: Value = serde_json::from_str(&trace).unwrap();
+    let states: Vec<&str> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["component"] == "ray_event" && r["fields"]["event_type"] == "ACTOR_LIFECYCLE_EVENT")
+        .filter_map(|r| r["fields"]["state"].as_str())
+        .collect();
+    assert_eq!(states, ["PENDING_CREATION", "RESTARTING", "ALIVE"], "the actor's lifecycle in its trace");
+    let _ = (run, logs);
+}
