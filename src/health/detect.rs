@@ -21,6 +21,8 @@ use raylog_parsers::{Id, Level, Record};
 pub enum DeathSource {
     Gcs,
     RayletEvent,
+    /// A `WORKER_LIFECYCLE_EVENT` Ray exported (see `health::ray_event`).
+    RayEvent,
 }
 
 /// A worker process that exited other than as intended.
@@ -54,12 +56,16 @@ pub struct ActorFailure {
     pub need_reschedule: bool,
     /// Restarts left after this one; -1 is unlimited.
     pub remaining_restarts: Option<i64>,
+    /// An exported event said the actor is `RESTARTING`.
+    pub restarting: bool,
+    /// From an exported event, not GCS's log line (the report keeps one of the two).
+    pub from_event: bool,
 }
 
 impl ActorFailure {
     /// Whether GCS restarts the actor after this failure.
     pub fn restarts(&self) -> bool {
-        self.need_reschedule && self.remaining_restarts.is_some_and(|n| n != 0)
+        self.restarting || (self.need_reschedule && self.remaining_restarts.is_some_and(|n| n != 0))
     }
 }
 
@@ -71,6 +77,8 @@ pub struct NodeDeath<'a> {
     /// (absent in 2.9, which logs no reason).
     pub reason: Option<&'a str>,
     pub message: Option<&'a str>,
+    /// From an exported event, not GCS's log line.
+    pub from_event: bool,
 }
 
 impl NodeDeath<'_> {
@@ -115,6 +123,8 @@ pub struct GcsHealth<'a> {
 pub enum TaskFailureSource {
     Owner,
     Export,
+    /// A `TASK_LIFECYCLE_EVENT` Ray exported (see `health::ray_event`).
+    RayEvent,
 }
 
 /// A task or actor-method attempt that failed.
@@ -168,8 +178,9 @@ impl Event<'_> {
     /// export events add only the user exceptions the owner does not log).
     pub fn counts_once(&self) -> bool {
         match self {
-            Event::WorkerDeath(d) => d.source != DeathSource::Gcs,
-            Event::ActorFailure(a) => a.need_reschedule,
+            Event::WorkerDeath(d) => d.source == DeathSource::RayletEvent,
+            Event::ActorFailure(a) => a.need_reschedule && !a.from_event,
+            Event::NodeDeath(n) => !n.from_event,
             Event::TaskFailure(f) => f.source == TaskFailureSource::Owner || f.error_type == "TASK_EXECUTION_EXCEPTION",
             _ => true,
         }
@@ -194,6 +205,7 @@ pub fn detect<'a>(r: &Record<'a>) -> Option<Event<'a>> {
             _ => None,
         },
         "export_event" if first == b'E' => export_task_failure(r).map(Event::TaskFailure),
+        "ray_event" => super::ray_event::detect(r),
         "job_supervisor" if first == b'J' => supervisor_exit(m).map(Event::DriverExit),
         _ => None,
     }
@@ -313,6 +325,8 @@ pub fn actor_failed(r: &Record<'_>) -> Option<ActorFailure> {
         job_id: id_after(m, "job_id=").or_else(|| id_after(m, "job id = ")).or(r.ids.job_id),
         need_reschedule: between(m, "need_reschedule = ", &[',', ' '])? != "0",
         remaining_restarts: between(m, "remaining_restarts = ", &[',', ' ']).and_then(|n| n.parse().ok()),
+        restarting: false,
+        from_event: false,
     })
 }
 
@@ -332,6 +346,7 @@ pub fn node_removed<'a>(r: &Record<'a>) -> Option<NodeDeath<'a>> {
         node_id: id_after(m, "node id = ").or_else(|| id_after(m, "node_id=")).or(r.ids.node_id),
         reason: between(m, "death reason = ", &[',', ' ']),
         message: between(m, "death message = ", &[]).map(strip_pairs),
+        from_event: false,
     })
 }
 

@@ -96,6 +96,8 @@ fn restarts_follows_need_reschedule_and_remaining() {
             job_id: None,
             need_reschedule,
             remaining_restarts,
+            restarting: false,
+            from_event: false,
         }
         .restarts()
     };
@@ -118,7 +120,7 @@ fn node_removal_in_three_wordings() {
 
 #[test]
 fn node_death_expected_only_for_planned_removals() {
-    let d = |reason| NodeDeath { node_id: None, reason, message: None }.expected();
+    let d = |reason| NodeDeath { node_id: None, reason, message: None, from_event: false }.expected();
     assert!(d(Some("EXPECTED_TERMINATION")) && d(Some("AUTOSCALER_DRAIN_IDLE")));
     assert!(!d(Some("UNEXPECTED_TERMINATION")) && !d(None));
 }

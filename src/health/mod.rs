@@ -2,13 +2,15 @@
 //!
 //! [`detect`] recognises failure events in single records (worker deaths with their
 //! exit type, memory-monitor kills, actor failures and restarts, node removals, GCS
-//! health-check failures, failed tasks, failed jobs, spilling); the agent calls it
+//! health-check failures, failed tasks, failed jobs, spilling), and [`ray_event`]
+//! the same in Ray's exported events; the agent calls it
 //! per record to count them, `raylog health` feeds every record of an archive to a
 //! [`report::Collector`] which merges, groups and counts them, and [`text`] or
 //! serde (JSON) print the [`report::Report`]. [`template`] turns ERROR messages into
 //! groupable templates for `top_errors`.
 
 pub mod detect;
+pub mod ray_event;
 pub mod report;
 pub mod template;
 pub mod text;

@@ -326,7 +326,8 @@ impl Collector {
     fn learn(&mut self, r: &Record<'_>) {
         let comp = r.component();
         if let (Some(w), Some(pid)) = (r.ids.worker_id, r.pid) {
-            if matches!(comp, "worker" | "core_worker") {
+            // A Ray event names a worker's pid first hand (its definition, an actor's ALIVE).
+            if matches!(comp, "worker" | "core_worker" | "ray_event") {
                 self.pids.entry(w).or_insert(pid);
             }
         }
@@ -334,7 +335,9 @@ impl Collector {
             self.task_names.entry(t).or_insert_with(|| n.to_string());
         }
         let Some(a) = r.ids.actor_id else { return };
-        if comp == "export_event" && r.message.starts_with("EXPORT_ACTOR") {
+        if comp == "export_event" && r.message.starts_with("EXPORT_ACTOR")
+            || comp == "ray_event" && r.message.starts_with("ACTOR_DEFINITION_EVENT")
+        {
             let word = |k| crate::trace::facts::export_word(r.message, k);
             if let Some(c) = word("class_name") {
                 self.classes.insert(a, c);
@@ -416,8 +419,12 @@ impl Collector {
         }
         let mut by_actor: BTreeMap<String, ActorRow> = BTreeMap::new();
         // An intended exit (need_reschedule = 0: the job ended, the actor exited) is
-        // not a failure.
-        for f in self.actors.iter().filter(|f| f.fail.need_reschedule) {
+        // not a failure. An exported event's copy of a failure GCS logged (same actor,
+        // same worker) is the same failure.
+        let logged: std::collections::HashSet<(Option<Id>, Option<Id>)> =
+            self.actors.iter().filter(|f| !f.fail.from_event).map(|f| (f.fail.actor_id, f.fail.worker_id)).collect();
+        let repeated = |f: &ActorFact| f.fail.from_event && logged.contains(&(f.fail.actor_id, f.fail.worker_id));
+        for f in self.actors.iter().filter(|f| f.fail.need_reschedule && !repeated(f)) {
             let key = f.fail.actor_id.map_or_else(|| "unknown".to_string(), |a| a.as_str().to_string());
             let row = by_actor.entry(key.clone()).or_insert_with(|| ActorRow {
                 class: f.fail.actor_id.and_then(|a| self.classes.get(&a).cloned()),
@@ -458,7 +465,7 @@ fn task_row(f: &super::detect::TaskFailure<'_>, t: Option<Timestamp>) -> TaskFai
         attempt: f.attempt,
         error_type: f.error_type.to_string(),
         time: time(t),
-        source_export: f.source == TaskFailureSource::Export,
+        source_export: f.source != TaskFailureSource::Owner,
     }
 }
 
@@ -500,7 +507,12 @@ fn task_report(tasks: Vec<(String, TaskFailureRow)>, names: &HashMap<Id, String>
     let owner_said: std::collections::HashSet<Option<String>> =
         tasks.iter().filter(|(_, t)| !t.source_export).map(|(_, t)| t.task_id.clone()).collect();
     let mut groups: BTreeMap<String, Vec<TaskFailureRow>> = BTreeMap::new();
+    // The export API and the exported events can both state one attempt.
+    let mut stated = std::collections::HashSet::new();
     for (exception, mut t) in tasks {
+        if t.source_export && t.task_id.is_some() && !stated.insert((t.task_id.clone(), t.attempt)) {
+            continue;
+        }
         if t.name.is_none() {
             let tid = t.task_id.as_deref().and_then(|i| Id::parse(i.as_bytes()));
             t.name = tid.and_then(|i| names.get(&i).cloned());

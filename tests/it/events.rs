@@ -251,6 +251,7 @@ fn accepted_events_survive_sigkill_and_reach_the_sink_with_the_logs_ids() {
 
 #[test]
 fn trace_and_health_read_a_spool_next_to_the_logs() {
+    // The agent's own spool, written from Ray's real posts.
     let env = Env::new("cli");
     let agent = env.start();
     for p in posts() {
@@ -276,5 +277,34 @@ fn trace_and_health_read_a_spool_next_to_the_logs() {
         .filter_map(|r| r["fields"]["state"].as_str())
         .collect();
     assert_eq!(states, ["PENDING_CREATION", "RESTARTING", "ALIVE"], "the actor's lifecycle in its trace");
+
+    // health: the events alone tell the failures; beside the logs they add only what
+    // the logs do not say (the Python exceptions), the rest is merged.
+    let health =
+        |paths: &[&Path]| -> Value { serde_json::from_str(&run(&["health", "--format", "json"], paths)).unwrap() };
+    let counts = |r: &Value| {
+        let n = |v: &Value| v.as_u64().unwrap();
+        let by: BTreeMap<String, u64> = r["task_failures"]["by_exception"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| (g["exception"].as_str().unwrap().to_string(), n(&g["count"])))
+            .collect();
+        (n(&r["worker_deaths"]["total"]), n(&r["actor_failures"]["failures"]), n(&r["actor_failures"]["restarts"]), by)
+    };
+    let tasks = |v: &[(&str, u64)]| v.iter().map(|(k, n)| (k.to_string(), *n)).collect::<BTreeMap<_, _>>();
+    let logs_only = counts(&health(&[&logs]));
+    assert_eq!(logs_only, (2, 2, 1, tasks(&[("ACTOR_UNAVAILABLE", 2)])));
+    let both = counts(&health(&[&logs, &spool]));
+    assert_eq!(both, (2, 2, 1, tasks(&[("ACTOR_UNAVAILABLE", 2), ("ValueError", 2), ("RuntimeError", 1)])));
+    let alone = health(&[&spool]);
+    assert_eq!(
+        counts(&alone),
+        (2, 2, 1, tasks(&[("ValueError", 2), ("RuntimeError", 1), ("ACTOR_DIED", 1), ("ACTOR_UNAVAILABLE", 1)]))
+    );
+    let phoenix =
+        alone["actor_failures"]["actors"].as_array().unwrap().iter().find(|a| a["actor_id"] == PHOENIX).unwrap();
+    assert_eq!((phoenix["class"].as_str(), phoenix["restarts"].as_u64()), (Some("Phoenix"), Some(1)));
+    assert_eq!(phoenix["events"][0]["pid"].as_u64(), Some(3406), "the first incarnation's pid, from the events");
     let _ = (run, logs);
 }

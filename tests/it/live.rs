@@ -146,14 +146,15 @@ fn settle(count: impl Fn() -> usize, want: usize, quiet: Duration) -> usize {
     last
 }
 
-fn metric(text: &str, name: &str) -> Option<u64> {
+pub fn metric(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
 }
 
-fn run_workload(python: &Path, dir: &Path) -> Vec<Row> {
+fn run_workload(python: &Path, dir: &Path, events_port: u16) -> Vec<Row> {
     let manifest = dir.join("manifest.ndjson");
     let log = std::fs::File::create(dir.join("workload.log")).unwrap();
     let w = Command::new(python)
+        .envs(super::live_events::ray_env(events_port))
         .arg(repo().join("tests/live/workload.py"))
         .arg("run")
         .arg(dir.join("ray"))
@@ -192,11 +193,14 @@ fn live_ray_cluster_end_to_end() {
     let real = RealLoki::start("live_ray_cluster_end_to_end", "");
 
     let api = format!("127.0.0.1:{}", free_port());
-    let live_sinks = sinks(Some(&loki), real.as_ref(), &es_live);
+    let forward = rt.block_on(super::live_events::Capture::start());
+    let events_port = free_port();
+    let live_sinks = sinks(Some(&loki), real.as_ref(), &es_live)
+        + &format!("[events]\naddress = \"127.0.0.1:{events_port}\"\nforward_to = \"{}\"\n", forward.url);
     let live_cfg = write_config(&dir.0, "live.toml", &dir.0.join("state"), &live_sinks, &api);
     let mut agent = Killed(ship(&live_cfg, false));
     let started = Instant::now();
-    let rows = run_workload(&python, &dir.0);
+    let rows = run_workload(&python, &dir.0, events_port);
     let workload_secs = started.elapsed().as_secs_f64();
 
     // The archive path: a fresh agent reads the finished dir once.
@@ -204,8 +208,18 @@ fn live_ray_cluster_end_to_end() {
         write_config(&dir.0, "archive.toml", &dir.0.join("state-archive"), &sinks(None, None, &es_archive), "");
     let st = wait_exit(&mut ship(&archive_cfg, true), Duration::from_secs(120), "raylog ship --once");
     assert!(st.success(), "raylog ship --once exited with {st}");
+    // The archive run has the logs only; the live one also Ray's events.
     let want = es_archive.docs().len();
-    settle(|| loki.entries().len().min(es_live.docs().len()), want, Duration::from_secs(30));
+    let logs_in = |docs: Vec<es::Doc>| docs.iter().filter(|d| d.source["component"] != "ray_event").count();
+    let loki_logs =
+        || loki.entries().iter().filter(|e| e.labels.get("component").is_none_or(|c| c != "ray_event")).count();
+    settle(|| loki_logs().min(logs_in(es_live.docs())), want, Duration::from_secs(30));
+    // Ray's last posts come at its shutdown: the forward target and the sinks agree once they are in.
+    let events_in = || es_live.docs().iter().filter(|d| d.source["component"] == "ray_event").count();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (events_in() == 0 || events_in() != forward.event_ids().len()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
 
     let metrics = http::blocking_get(&format!("http://{api}/metrics"));
     let term = Command::new("kill").args(["-TERM", &agent.0.id().to_string()]).status().unwrap();
@@ -230,13 +244,20 @@ fn live_ray_cluster_end_to_end() {
         }
     }
     match metrics.as_deref() {
-        Ok(m) => crate::ray_metrics::check_live(m, &dir.0.join("ray"), from_es.len(), &mut failures),
+        Ok(m) => {
+            let paths = [&dir.0.join("ray"), &dir.0.join("state/ray_events")];
+            crate::ray_metrics::check_live(m, &paths.map(|p| p.as_path()), from_es.len(), &mut failures)
+        }
         Err(e) => failures.push(format!("/metrics: {e}")),
     }
     if let Some(real) = &real {
         check_real_loki(real, &loki.entries(), &rows, &dir.0.join("ray"), &mut failures);
     }
-    let knows_more = check_archive(&es_live.docs(), &es_archive.docs(), &mut failures);
+    let (events, live_logs): (Vec<es::Doc>, Vec<es::Doc>) =
+        es_live.docs().into_iter().partition(|d| d.source["component"] == "ray_event");
+    let event_docs: Vec<&serde_json::Value> = events.iter().map(|d| &d.source).collect();
+    super::live_events::check(&event_docs, &rows, &forward, metrics.as_deref().unwrap_or(""), &mut failures);
+    let knows_more = check_archive(&live_logs, &es_archive.docs(), &mut failures);
     report(&from_es, &loki.entries(), workload_secs, knows_more);
     if !failures.is_empty() {
         dump(&dir.0, &es_live.docs(), &es_archive.docs());

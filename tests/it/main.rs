@@ -12,6 +12,7 @@ mod golden;
 mod health;
 mod live;
 mod live_check;
+mod live_events;
 mod loki_real;
 mod manyfiles;
 mod props;

@@ -182,9 +182,10 @@ name = "node-\"a\""
 /// The live test's check (`live.rs`): after the workload, the live agent's Ray
 /// counters against what the workload did and against `raylog health --format json`
 /// on the same Ray dir. `delivered`: the records the live Elasticsearch sink stored.
-pub(crate) fn check_live(metrics: &str, ray: &Path, delivered: usize, failures: &mut Vec<String>) {
+/// `paths`: the live Ray dir and the agent's event spool (the agent read both).
+pub(crate) fn check_live(metrics: &str, paths: &[&Path], delivered: usize, failures: &mut Vec<String>) {
     let m = samples(metrics);
-    let health = Command::new(env!("CARGO_BIN_EXE_raylog")).args(["health", "--format", "json"]).arg(ray).output();
+    let health = Command::new(env!("CARGO_BIN_EXE_raylog")).args(["health", "--format", "json"]).args(paths).output();
     let Some(h) = health.ok().and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok()) else {
         failures.push("ray metrics: raylog health --format json failed on the live Ray dir".into());
         return;

@@ -16,8 +16,8 @@
 //! `FAILED`…), each with its own node, worker and pid: the record takes the last
 //! state, and every transition to `ALIVE` with a worker is a worker → actor link for
 //! the correlator ([`Draft::links`]), so a restarted actor's two workers both map to
-//! it. An actor task's worker is linked to the actor its task id names. The message
-//! is composed (`ACTOR_LIFECYCLE_EVENT state=DEAD class_name=Counter
+//! it (they are listed in the message and in `fields.workers`, in order). An actor
+//! task's worker is linked to the actor its task id names. The message is composed (`ACTOR_LIFECYCLE_EVENT state=DEAD class_name=Counter
 //! death_reason=WORKER_DIED`); the payload is kept verbatim as `fields.event_data`.
 
 use std::fmt::Write;
@@ -62,12 +62,15 @@ pub fn parse<'a>(text: &'a str, scratch: &'a mut String, d: &mut Draft<'a>) -> b
     if let (Some(w), Some(a)) = (d.ids.worker_id, d.ids.task_id.and_then(|t| t.actor_of_task())) {
         d.links.push((w, a));
     }
-    write_message(&seen, scratch);
+    let workers_at = write_message(&seen, scratch);
     d.fields.push("event_type", FieldValue::Str(seen.event_type));
     if let Some(s) = seen.state {
         d.fields.push("state", FieldValue::Str(s));
     }
     let s: &'a String = scratch;
+    if let Some(at) = workers_at {
+        d.fields.push("workers", FieldValue::Str(&s[at..]));
+    }
     d.message = s;
     true
 }
@@ -231,7 +234,10 @@ fn profile<'a>(raw: &'a str, d: &mut Draft<'a>) {
     }
 }
 
-fn write_message(seen: &Seen<'_>, out: &mut String) {
+/// The message; `workers=<w1>,<w2>` last when an actor went `ALIVE` on workers
+/// (all its incarnations in this event), whose start is returned: that list is also
+/// the `workers` field, so a worker id finds the actor's lifecycle events.
+fn write_message(seen: &Seen<'_>, out: &mut String) -> Option<usize> {
     out.clear();
     out.push_str(seen.event_type);
     if let Some(s) = seen.state {
@@ -240,6 +246,18 @@ fn write_message(seen: &Seen<'_>, out: &mut String) {
     for (k, v) in &seen.summary {
         let _ = write!(out, " {k}={v}");
     }
+    if seen.alive_workers.is_empty() {
+        return None;
+    }
+    out.push_str(" workers=");
+    let at = out.len();
+    for (i, w) in seen.alive_workers.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(w.as_str());
+    }
+    Some(at)
 }
 
 /// `2026-12-01T19:43:30.951541831Z` (or with a `±hh:mm` offset) as a timestamp.

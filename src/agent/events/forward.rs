@@ -21,11 +21,16 @@ use super::spool::{wrapper, Cursor, Spool};
 use crate::agent::config::RetryConfig;
 use crate::agent::metrics::Metrics;
 
-const CURSOR_FILE: &str = "forward.json";
+/// Beside the spool dir, not in it: the source reads every file in there.
+const CURSOR_FILE: &str = "ray_events.forward.json";
 
-/// The saved cursor in `dir`, if any.
+fn cursor_path(spool_dir: &Path) -> PathBuf {
+    spool_dir.parent().unwrap_or(spool_dir).join(CURSOR_FILE)
+}
+
+/// The saved cursor of the spool in `dir`, if any.
 pub fn load_cursor(dir: &Path) -> Option<Cursor> {
-    let text = std::fs::read_to_string(dir.join(CURSOR_FILE)).ok()?;
+    let text = std::fs::read_to_string(cursor_path(dir)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     (v["version"] == 1).then_some(())?;
     Some(Cursor { seq: v["segment"].as_u64()?, offset: v["offset"].as_u64()? })
@@ -33,12 +38,13 @@ pub fn load_cursor(dir: &Path) -> Option<Cursor> {
 
 fn save_cursor(dir: &Path, c: Cursor) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = dir.join(format!("{CURSOR_FILE}.tmp"));
+    let path = cursor_path(dir);
+    let tmp = path.with_extension("json.tmp");
     let mut f = std::fs::File::create(&tmp)?;
     writeln!(f, "{{\"version\":1,\"segment\":{},\"offset\":{}}}", c.seq, c.offset)?;
     f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(CURSOR_FILE))?;
-    std::fs::File::open(dir)?.sync_all()
+    std::fs::rename(&tmp, &path)?;
+    std::fs::File::open(path.parent().unwrap_or(dir))?.sync_all()
 }
 
 /// One post read back from the spool.
@@ -78,7 +84,7 @@ pub async fn run(
             return; // stopping; the cursor stays before this post
         }
         if let Err(e) = save_cursor(&dir, post.next) {
-            tracing::warn!(path = %dir.join(CURSOR_FILE).display(), error = %e, "cannot save the forward cursor; a restart would forward again from the last saved one");
+            tracing::warn!(path = %cursor_path(&dir).display(), error = %e, "cannot save the forward cursor; a restart would forward again from the last saved one");
         }
         let mut s = spool.lock().unwrap_or_else(|e| e.into_inner());
         s.forwarded(post.next);

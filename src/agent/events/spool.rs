@@ -5,7 +5,8 @@
 //! `raylog_parsers::formats::ray_event` reads). A post's lines are written with one
 //! write and fsynced before the receiver answers, so an accepted post survives a
 //! SIGKILL or a power cut. The source tails the segments like log files, with the
-//! same checkpoints; the forwarder reads them with its own cursor.
+//! same checkpoints; the forwarder reads them with its own cursor
+//! (`<state_dir>/ray_events.forward.json`, outside the dir the source reads).
 //!
 //! A new segment starts at every start and past [`SEGMENT_BYTES`]; a sealed segment
 //! is deleted once every sink acknowledged it ([`Delivered`]) and the forwarder
