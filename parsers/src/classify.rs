@@ -200,8 +200,18 @@ fn classify_jobs(name: &str, m: &mut FileMeta) {
 fn classify_top(name: &str, m: &mut FileMeta) {
     let st = stem(name);
     let is_log = name.ends_with(".log");
-    if let Some(rest) =
-        ["python-core-worker-", "java-core-worker-", "cpp-core-worker-"].iter().find_map(|p| st.strip_prefix(p))
+    // `python-core-spill_worker-` / `python-core-restore_worker-`: the core-worker
+    // logs of the IO workers that spill and restore objects (2.60; their stdout and
+    // stderr are `io_worker-<wid>-<pid>.{out,err}`).
+    if let Some(rest) = [
+        "python-core-worker-",
+        "java-core-worker-",
+        "cpp-core-worker-",
+        "python-core-spill_worker-",
+        "python-core-restore_worker-",
+    ]
+    .iter()
+    .find_map(|p| st.strip_prefix(p))
     {
         core_log(rest, m, "core_worker");
     } else if let Some(rest) =
@@ -324,6 +334,12 @@ mod tests {
         let d = classify("python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_3908.log", None);
         assert_eq!(d.component, "core_driver");
         assert_eq!(d.job_id.unwrap().as_str(), "01000000");
+        // IO workers' core logs (fixtures/ray-2.60-health): core-worker logs too.
+        for io in ["spill_worker", "restore_worker"] {
+            let m = classify(&format!("python-core-{io}-{WID}_6329.log"), None);
+            assert_eq!((m.component.as_str(), m.kind, m.pid), ("core_worker", FileKind::Cpp, Some(6329)), "{io}");
+            assert_eq!(m.worker_id.unwrap().as_str(), WID);
+        }
         let r = classify("raylet.out.1", None);
         assert_eq!((r.component.as_str(), r.kind, r.rotation), ("raylet", FileKind::Cpp, Some(1)));
         assert_eq!(r.stream, Some(Stream::Stdout));

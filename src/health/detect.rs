@@ -10,13 +10,17 @@
 
 use std::borrow::Cow;
 
+use raylog_parsers::classify::Stream;
 use raylog_parsers::record::FieldValue;
 use raylog_parsers::{Id, Level, Record};
 
-/// Which log said a worker died. GCS (`gcs_server.out`, head node only) and the
-/// raylet's `RAY_WORKER_FAILURE` event (every node) both report the same death, so
-/// a consumer counting deaths picks one source per death: the report merges them
-/// by worker id, the agent counts [`DeathSource::RayletEvent`] (see `counts_once`).
+/// Which log said a worker died. GCS (`gcs_server.out`, head node only) reports
+/// every unintended exit; the raylet's `RAY_WORKER_FAILURE` event (every node)
+/// reports only `SYSTEM_ERROR` exits of workers that ran a task or actor (the
+/// raylet's `DisconnectClient`; an OOM kill's `NODE_OUT_OF_MEMORY` death has no such
+/// event, see fixtures/ray-2.60-health). So a consumer counting deaths picks one
+/// source per death: the report merges them by worker id, the agent counts the
+/// event for a `SYSTEM_ERROR` death and GCS for any other (see `counts_once`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeathSource {
     Gcs,
@@ -171,14 +175,21 @@ pub enum Event<'a> {
 
 impl Event<'_> {
     /// Whether a per-record counter should count this event, so that the agent's
-    /// counters agree with `raylog health`: not a worker death GCS repeats (the
-    /// raylet's event counts it, on the node where it happened), not an actor whose
+    /// counters agree with `raylog health`: not a `SYSTEM_ERROR` worker death GCS
+    /// repeats (the raylet's event counts it, on the node where it happened; other
+    /// exit types have no event, so GCS's line counts them), not an actor whose
     /// worker exited as intended (`need_reschedule = 0`), and not an export event's
     /// system error for a task (the owner's `Task attempt … failed` line counts it;
     /// export events add only the user exceptions the owner does not log).
     pub fn counts_once(&self) -> bool {
         match self {
-            Event::WorkerDeath(d) => d.source == DeathSource::RayletEvent,
+            // The raylet's event reports only SYSTEM_ERROR deaths; GCS every other
+            // exit type; an exported event repeats one of the two.
+            Event::WorkerDeath(d) => match d.source {
+                DeathSource::RayletEvent => true,
+                DeathSource::Gcs => d.exit_type != "SYSTEM_ERROR",
+                DeathSource::RayEvent => false,
+            },
             Event::ActorFailure(a) => a.need_reschedule && !a.from_event,
             Event::NodeDeath(n) => !n.from_event,
             Event::TaskFailure(f) => f.source == TaskFailureSource::Owner || f.error_type == "TASK_EXECUTION_EXCEPTION",
@@ -188,15 +199,21 @@ impl Event<'_> {
 }
 
 /// What `r` says went wrong, if anything.
+///
+/// `raylet.err` and `gcs_server.err` are skipped: Ray's C++ logger copies every
+/// ERROR line of `raylet.out` / `gcs_server.out` to stderr, so an event there is
+/// one already seen (fixtures/ray-2.60-health: the raylet's `Failed to connect to
+/// GCS within 5 seconds.` is in both).
 pub fn detect<'a>(r: &Record<'a>) -> Option<Event<'a>> {
     let m = r.message;
     let first = *m.as_bytes().first()?;
     match r.file.component.as_str() {
+        "gcs_server" | "raylet" if r.file.stream == Some(Stream::Stderr) => None,
         "gcs_server" => gcs_event(r, first),
         "raylet" => raylet_event(r, first),
         "core_worker" | "core_driver" => match first {
             b'T' => owner_task_failure(r).map(Event::TaskFailure),
-            b'F' => gcs_unreachable(r).map(Event::GcsHealth),
+            b'F' | b'G' => gcs_unreachable(r).map(Event::GcsHealth),
             _ => None,
         },
         "event" => match first {
@@ -224,7 +241,7 @@ fn gcs_event<'a>(r: &Record<'a>, first: u8) -> Option<Event<'a>> {
 fn raylet_event<'a>(r: &Record<'a>, first: u8) -> Option<Event<'a>> {
     match first {
         b'K' => oom_kill(r.message).map(Event::OomKill),
-        b'S' => spilled(r.message).map(Event::Spill),
+        b'S' | b':' => spilled(r.message).map(Event::Spill),
         _ if r.level >= Some(Level::Warning) => gcs_unreachable(r).map(Event::GcsHealth),
         _ => None,
     }
@@ -352,10 +369,15 @@ pub fn node_removed<'a>(r: &Record<'a>) -> Option<NodeDeath<'a>> {
 
 /// GCS health checks of raylets (`gcs_health_check_manager.cc`):
 ///
-/// - `Health check failed for node <nid>, remaining checks 4` (2.x; 2.60 appends the
-///   gRPC status): one missed check.
-/// - `Node <nid> is dead because the health check failed.` (2.x before 2.60) and
-///   `Node is dead because the health check failed.` with ` node_id=<nid>` (2.60).
+/// - one missed check: `Health check failed for node <nid>, remaining checks 4, status
+///   4, response status 0, status message Deadline Exceeded, status details `
+///   (fixtures/ray-2.60-health, a SIGSTOPped raylet; a two-node 2.40 trial wrote the
+///   same); older sources stop after `remaining checks 4` (source only).
+/// - the last one: `Node is dead because the health check failed. node_id=<nid>`
+///   (2.60, and the 2.40 trial); older sources put the id in the prose, `Node <nid>
+///   is dead because the health check failed.` (source only). GCS then removes the
+///   node (`, death reason = UNEXPECTED_TERMINATION, death message = health check
+///   failed due to missing too many heartbeats`, a [`NodeDeath`]).
 pub fn health_check<'a>(r: &Record<'a>) -> Option<GcsHealth<'a>> {
     let m = r.message;
     let kind = if m.starts_with("Health check failed for node ") {
@@ -372,13 +394,24 @@ pub fn health_check<'a>(r: &Record<'a>) -> Option<GcsHealth<'a>> {
     Some(GcsHealth { kind, node_id, detail: strip_pairs(m) })
 }
 
-/// A raylet or core worker failing to reach GCS (2.60 raylet and `_raylet.so`
-/// strings; the same wording since 2.x):
+/// A raylet or core worker failing to reach GCS. Seen in 2.60 after gcs_server was
+/// killed (fixtures/ray-2.60-health, `RAY_gcs_rpc_server_reconnect_timeout_s=5`; the
+/// default is 60), in `raylet.out` and in the core-driver log of every process
+/// with a GCS client, each line once per process:
 ///
-/// - `Failed to connect to GCS within 60 seconds. GCS may have been killed…`
-/// - `Failed to connect to GCS at address <ip:port> within 5 seconds.`
-/// - `<service> has been unavailable for more than <n> seconds` (retrying gRPC
-///   clients, e.g. `gcs_client.cc`).
+/// - `GCS has been unavailable for more than 5 seconds` (W,
+///   `retryable_grpc_client.cc`; `<service> has been unavailable …` in general, so
+///   only a service naming GCS counts: `Core worker <ip> has been unavailable …`
+///   and `ObservabilityPubSub …` do not),
+/// - then `Failed to connect to GCS within 5 seconds. GCS may have been killed.
+///   It's either GCS is terminated by `ray stop` or is killed unexpectedly. …` (E,
+///   `rpc_client.h`), and the process exits.
+///
+/// 2.40 (fixtures/ray-2.40-health) writes only the second, from
+/// `gcs_rpc_client.h`, in `raylet.out` and every core-worker log (the spill and
+/// restore workers' too). `Failed to connect to GCS at address <ip:port> within 5
+/// seconds.` is in the 2.60 binaries as well (source only). A SIGSTOPped GCS logs
+/// none of these: the TCP connections stay up and calls just wait.
 pub fn gcs_unreachable<'a>(r: &Record<'a>) -> Option<GcsHealth<'a>> {
     let m = r.message;
     let hit = m.starts_with("Failed to connect to GCS")
@@ -388,12 +421,20 @@ pub fn gcs_unreachable<'a>(r: &Record<'a>) -> Option<GcsHealth<'a>> {
 
 /// The raylet's memory monitor (`node_manager.cc`) choosing workers to kill:
 ///
-/// - 2.60: `Killing %d worker(s), kill details: %s` (the format string in the 2.60
-///   `raylet` binary; since 2.56 several workers can go at once)
-/// - before 2.56 (2.40): `Killing worker with task <task spec>` followed by the
-///   memory usage and the suggestions, one per kill
+/// - 2.60 (seen, fixtures/ray-2.60-health): `Killing 1 worker(s), kill details:
+///   Memory on the node (IP: 192.0.2.2, ID: <nid>) was 4.13GB used / 23.54GB limit
+///   (0.175271)`, continued by `OOM kill reason: …`, the object store usage, `Ray
+///   killed 1 worker(s) based on the killing policy` and `Selected to kill: (Task:
+///   …, task name=hog, …, pid=6244, …)` lines (since 2.56 several workers can go at
+///   once)
+/// - before 2.56 (2.40, fixtures/ray-2.40-health): `Killing worker with task
+///   Type=NORMAL_TASK, Language=PYTHON, Resources: {head: 1, CPU: 1, },
+///   function_descriptor={…function_name=driver.<locals>.hog…}, …` followed by the
+///   memory usage and the suggestions, one line per killed worker
 ///
-/// Each killed worker then exits with type `NODE_OUT_OF_MEMORY`.
+/// Each killed worker then exits with type `NODE_OUT_OF_MEMORY` (GCS's `Reporting
+/// worker exit`; the raylet writes an `Out of Memory` event, not a
+/// `RAY_WORKER_FAILURE`).
 pub fn oom_kill(m: &str) -> Option<OomKill<'_>> {
     if let Some(rest) = m.strip_prefix("Killing ") {
         if rest.starts_with("worker with task ") {
@@ -407,10 +448,15 @@ pub fn oom_kill(m: &str) -> Option<OomKill<'_>> {
     None
 }
 
-/// The raylet's spill summary (`local_object_manager.cc`, 2.x):
-/// `Spilled 512 MiB, 4 objects, write throughput 310 MiB/s.`
+/// The raylet's spill summary (`local_object_manager.cc`, at most about once a
+/// second while spilling). 2.40 and 2.60 write it with the `:info_message:` prefix
+/// that makes drivers print it: `:info_message:Spilled 72 MiB, 3 objects, write
+/// throughput 92 MiB/s.` (fixtures/ray-2.60-health); the bare `Spilled 512 MiB, 4
+/// objects, …` is accepted too. The numbers are the raylet's running totals, not
+/// per line: 2.40 wrote `Spilled 72 MiB, 3 objects` then `Spilled 144 MiB, 6
+/// objects` for the same six objects (fixtures/ray-2.40-health).
 pub fn spilled(m: &str) -> Option<Spill> {
-    let rest = m.strip_prefix("Spilled ")?;
+    let rest = m.strip_prefix(":info_message:").unwrap_or(m).strip_prefix("Spilled ")?;
     let (mib, rest) = rest.split_once(" MiB, ")?;
     let (objects, _) = rest.split_once(" objects")?;
     Some(Spill { mib: mib.parse().ok()?, objects: objects.parse().ok()? })
@@ -478,9 +524,11 @@ pub fn exception_class(text: &str) -> Option<String> {
     ok.then(|| name.to_string())
 }
 
-/// The job supervisor (`job_supervisor.py`, 2.x) when a submitted driver ends:
-/// `Job raysubmit_etl_001 entrypoint command exited with code 0`. Only non-zero
-/// codes are failures.
+/// The job supervisor (`jobs/supervisor-<submission id>.log`, `job_supervisor.py`,
+/// 2.x) when a submitted driver ends: `Job raysubmit_etl_001 entrypoint command
+/// exited with code 0`, `… exited with code 1` (fixtures/ray-2.60-jobs-serve and
+/// ray-2.60-health). Only non-zero codes are failures. A job whose supervisor
+/// never started (runtime env setup failed) has no such line, only the event.
 pub fn supervisor_exit(m: &str) -> Option<DriverExit<'_>> {
     let rest = m.strip_prefix("Job ")?;
     let (id, tail) = rest.split_once(' ')?;
@@ -488,13 +536,16 @@ pub fn supervisor_exit(m: &str) -> Option<DriverExit<'_>> {
     (code.trim() != "0").then(|| DriverExit { submission_id: id, outcome: m.rsplit_once(" with ").map_or(m, |x| x.1) })
 }
 
-/// The `JOBS` event at a job's end (`events/event_JOBS.log`, 2.x):
+/// The `JOBS` event at a job's end (`events/event_JOBS.log`, `job_manager.py`, 2.x):
 /// `Completed a ray job raysubmit_etl_001 with a status SUCCEEDED.`; `FAILED` and
-/// `STOPPED` are failures.
+/// `STOPPED` are failures. When the job manager itself failed the job, its reason
+/// follows (severity ERROR): `Completed a ray job raysubmit_health_conda with a
+/// status FAILED. runtime_env setup failed: Failed to set up runtime environment.\n…`
+/// (fixtures/ray-2.60-health); the outcome is the status word alone.
 pub fn job_event(m: &str) -> Option<DriverExit<'_>> {
     let rest = m.strip_prefix("Completed a ray job ")?;
     let (id, status) = rest.split_once(" with a status ")?;
-    let status = status.trim_end_matches('.');
+    let status = upper_word(status)?;
     (status != "SUCCEEDED").then_some(DriverExit { submission_id: id, outcome: status })
 }
 

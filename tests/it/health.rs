@@ -118,12 +118,20 @@ fn phoenix_gives_one_failure_one_restart_and_its_workers_death() {
 /// may restart) and no worker exit is reported; the two actor-method calls that hit
 /// the dead actors fail on the owner's side, plus in the export fixture the
 /// `flaky` task's two ValueErrors and Counter.boom's RuntimeError. (ray-2.60-events
-/// is a `workload.py` run too; its posted events are not under its session dir.)
+/// is a `workload.py` run too; its posted events are not under its session dir.) In
+/// `ray-2.60-health` (`workload_health.py`) the memory monitor kills the `hog`
+/// task's worker (OUT_OF_MEMORY on the owner's side), GCS removes the SIGSTOPped
+/// second node, and the dashboard's driver sees two calls to the job supervisor
+/// actors fail and the conda job's two fail on its runtime env; no actor fails
+/// (the supervisors exit as intended) and the head node is never removed (GCS is
+/// killed first). `ray-2.40-health` is the same run on one node: no node death.
 const EXPECTED: &[(&str, u64, u64, u64, u64, u64)] = &[
     ("ray-2.40-plain", 2, 2, 1, 1, 2),
+    ("ray-2.40-health", 1, 0, 0, 0, 5),
     ("ray-2.40-text", 2, 2, 1, 1, 2),
     ("ray-2.60-cpp-json-attempts", 1, 1, 0, 1, 1),
     ("ray-2.60-events", 2, 2, 1, 1, 2),
+    ("ray-2.60-health", 1, 0, 0, 1, 5),
     ("ray-2.60-jobs-serve", 0, 3, 1, 1, 2),
     ("ray-2.60-json-rotated-export", 2, 2, 1, 1, 5),
     ("ray-2.60-text", 2, 2, 1, 1, 2),
@@ -148,9 +156,199 @@ fn exact_counts_on_every_fixture() {
     for (name, deaths, actors, restarts, nodes, tasks) in EXPECTED {
         let r = json(&[&fixture(name)], &[]);
         assert_eq!(counts(&r), (*deaths, *actors, *restarts, *nodes, *tasks), "{name}");
+        if is_health(name) {
+            continue; // their failure events: health_fixture_* below
+        }
         assert_eq!(r["oom_kills"]["total"], 0, "{name}: no workload ran out of memory");
         assert_eq!(r["gcs_health"]["total"], 0, "{name}: GCS stayed healthy");
         assert_eq!(r["node_deaths"]["unexpected"], 0, "{name}: every node was stopped on purpose");
+        assert_eq!(r["object_spilling"]["events"], 0, "{name}: nothing spilled");
+        assert_eq!(r["driver_failures"], Value::Array(vec![]), "{name}: no job failed");
+    }
+}
+
+/// The fixtures of `workload_health.py` (fixtures/README.md) with what Ray logged
+/// there, read off the files: OOM-killed workers, failed health checks, nodes
+/// declared dead, lines saying GCS is gone, spill lines, MiB and objects spilled. Both have one `NODE_OUT_OF_MEMORY` death and two failed jobs. 2.60:
+/// the SIGSTOPped node's five missed checks and its death; the raylet and the
+/// dashboard's core driver each say `GCS has been unavailable …` and `Failed to
+/// connect to GCS …` (`raylet.err`'s copy is not counted again); one spill line.
+/// 2.40 (one node, no health check): only `Failed to connect to GCS …`, from the
+/// raylet and six core-worker logs; two spill lines with running totals.
+#[derive(Clone, Copy)]
+struct HealthFixture {
+    name: &'static str,
+    oom: u64,
+    checks: u64,
+    dead: u64,
+    unreachable: u64,
+    spills: u64,
+    mib: f64,
+    objects: u64,
+}
+
+const HEALTH: &[HealthFixture] = &[
+    HealthFixture {
+        name: "ray-2.40-health",
+        oom: 1,
+        checks: 0,
+        dead: 0,
+        unreachable: 7,
+        spills: 2,
+        mib: 144.0,
+        objects: 6,
+    },
+    HealthFixture {
+        name: "ray-2.60-health",
+        oom: 1,
+        checks: 5,
+        dead: 1,
+        unreachable: 4,
+        spills: 1,
+        mib: 72.0,
+        objects: 3,
+    },
+];
+
+fn is_health(name: &str) -> bool {
+    HEALTH.iter().any(|h| h.name == name)
+}
+
+#[test]
+fn health_fixture_failure_events() {
+    for &HealthFixture { name, oom, checks, dead, unreachable, spills, mib, objects } in HEALTH {
+        let r = json(&[&fixture(name)], &[]);
+        let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("{name}: not a count: {v}"));
+        assert_eq!(n(&r["oom_kills"]["total"]), oom, "{name}");
+        assert_eq!(r["oom_kills"]["kills"][0]["workers"], 1, "{name}");
+        let deaths = r["worker_deaths"]["by_exit_type"].as_array().unwrap();
+        assert_eq!(deaths.len(), 1, "{name}");
+        assert_eq!((deaths[0]["exit_type"].as_str(), n(&deaths[0]["count"])), (Some("NODE_OUT_OF_MEMORY"), 1));
+        let kinds = &r["gcs_health"]["by_kind"];
+        let kind = |k: &str| kinds.get(k).map_or(0, n);
+        assert_eq!(kind("health_check_failed"), checks, "{name}");
+        assert_eq!(kind("node_failed_health_check"), dead, "{name}");
+        assert_eq!(kind("gcs_unreachable"), unreachable, "{name}");
+        assert_eq!(n(&r["gcs_health"]["total"]), checks + dead + unreachable, "{name}");
+        assert_eq!(n(&r["node_deaths"]["unexpected"]), dead, "{name}");
+        let sp = &r["object_spilling"];
+        assert_eq!((n(&sp["events"]), sp["mib"].as_f64(), n(&sp["objects"])), (spills, Some(mib), objects), "{name}");
+        let jobs: Vec<(&str, &str)> = r["driver_failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["submission_id"].as_str().unwrap(), d["outcome"].as_str().unwrap()))
+            .collect();
+        assert_eq!(jobs, [("raysubmit_health_conda", "FAILED"), ("raysubmit_health_exit1", "FAILED")], "{name}");
+
+        let text = health(&[&fixture(name)], &[]);
+        assert_eq!(text.code, 0, "{}", text.stderr);
+        for needle in [
+            "Worker deaths: 1\n".to_string(),
+            "NODE_OUT_OF_MEMORY ×1".into(),
+            format!("OOM kills: {oom}\n"),
+            format!("GCS health: {}", checks + dead + unreachable),
+            "Failed jobs: 2\n".into(),
+            "raysubmit_health_conda  FAILED\n".into(),
+            format!("Object spilling: {spills} spills, {mib} MiB, {objects} objects"),
+        ] {
+            assert!(text.stdout.contains(&needle), "{name}: {needle:?} not in:\n{}", text.stdout);
+        }
+    }
+    let text = health(&[&fixture("ray-2.60-health")], &[]).stdout;
+    let gcs = "GCS health: 10 (gcs_unreachable ×4, health_check_failed ×5, node_failed_health_check ×1)";
+    assert!(text.contains(gcs) && text.contains("Node deaths: 1 (1 unexpected)"), "{text}");
+}
+
+/// The same events counted from the raw lines with regexes written here.
+#[test]
+fn health_fixture_events_agree_with_the_raw_lines() {
+    let re = |s: &str| Regex::new(s).unwrap();
+    let caps = |lines: &[String], re: &Regex| -> Vec<Vec<String>> {
+        let caps = lines.iter().filter_map(|l| re.captures(l));
+        caps.map(|c| c.iter().skip(1).map(|m| m.map_or("", |m| m.as_str()).to_string()).collect()).collect()
+    };
+    let kill_re =
+        re(r"\(raylet\) node_manager\.cc:\d+: Killing (?:(\d+) worker\(s\), kill details: |worker with task )");
+    let oom_re = re(r"Reporting worker exit, worker id = ([0-9a-f]{56}),.* exit_type = NODE_OUT_OF_MEMORY,");
+    let check_re = re(
+        r"\(gcs_server\) gcs_health_check_manager\.cc:\d+: Health check failed for node ([0-9a-f]{56}), remaining checks (\d+)",
+    );
+    let dead_re = re(r"Node is dead because the health check failed\. node_id=([0-9a-f]{56})");
+    let removed_re = re(r"^\S+ \S+ I \d+ \d+\] \(gcs_server\) \S+: , death reason = (\w+), .* node_id=([0-9a-f]{56})");
+    let lost_re = re(
+        r"\] (\(raylet\) )?[a-z_]+\.(cc|h):\d+: (GCS has been unavailable for more than \d+ seconds|Failed to connect to GCS within \d+ seconds)",
+    );
+    let spill_re = re(r":info_message:Spilled (\d+) MiB, (\d+) objects, write throughput");
+    let sup_re = re(r"-- Job (\S+) entrypoint command exited with code ([1-9]\d*)");
+    let job_re = re(r#""message": "Completed a ray job (\S+) with a status (FAILED|STOPPED)"#);
+
+    for h in HEALTH {
+        let (name, oom, checks_want, dead_want) = (h.name, h.oom, h.checks, h.dead);
+        let (unreachable_want, spills_want) = (h.unreachable, h.spills);
+        let logs = logs_dir(&fixture(name));
+        let r = json(&[&fixture(name)], &[]);
+        let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("{name}: not a count: {v}"));
+        let raylet = lines_of(&logs, "raylet.out");
+        let gcs = lines_of(&logs, "gcs_server.out");
+
+        // The memory monitor's kills (2.60 states a number, 2.40 one line per
+        // worker), and the deaths GCS reports for them.
+        let kills = caps(&raylet, &kill_re);
+        let killed: u64 = kills.iter().map(|c| c[0].parse::<u64>().unwrap_or(1)).sum();
+        assert_eq!(killed, oom, "{name}");
+        assert_eq!(n(&r["oom_kills"]["total"]), killed, "{name}");
+        let deaths = caps(&gcs, &oom_re);
+        let group = &r["worker_deaths"]["by_exit_type"][0];
+        assert_eq!(group["count"].as_u64(), Some(deaths.len() as u64), "{name}");
+        assert_eq!(group["workers"][0]["worker_id"], deaths[0][0].as_str(), "{name}");
+
+        // Health checks: every failed check and the death name the node GCS removes.
+        let checks = caps(&gcs, &check_re);
+        let dead = caps(&gcs, &dead_re);
+        let removed = caps(&gcs, &removed_re);
+        assert_eq!((checks.len() as u64, dead.len() as u64), (checks_want, dead_want), "{name}");
+        let by_kind = &r["gcs_health"]["by_kind"];
+        let kind = |k: &str| by_kind.get(k).map_or(0, n);
+        assert_eq!(kind("health_check_failed"), checks.len() as u64, "{name}");
+        assert_eq!(kind("node_failed_health_check"), dead.len() as u64, "{name}");
+        assert_eq!(removed.len(), dead.len(), "{name}");
+        if let Some(d) = dead.first() {
+            let remaining: Vec<&str> = checks.iter().map(|c| c[1].as_str()).collect();
+            assert_eq!(remaining, ["4", "3", "2", "1", "0"], "{name}");
+            assert!(checks.iter().all(|c| c[0] == d[0]) && removed[0][1] == d[0], "{name}");
+            let node = &r["node_deaths"]["nodes"][0];
+            assert_eq!(node["node_id"].as_str(), Some(&*removed[0][1]), "{name}");
+            assert_eq!(node["reason"].as_str(), Some(&*removed[0][0]), "{name}");
+        }
+
+        // GCS unreachable: the raylet's log and the core-worker/driver logs, each
+        // line once (raylet.err and the .err files of Python components and IO
+        // workers repeat them and are not read here).
+        let unreachable = caps(&raylet, &lost_re).len() + caps(&lines_of(&logs, "python-core-"), &lost_re).len();
+        assert_eq!(unreachable as u64, unreachable_want, "{name}");
+        assert_eq!(kind("gcs_unreachable"), unreachable as u64, "{name}");
+
+        // Spilling: the raylet's running totals, so the last (largest) is the amount.
+        let spills = caps(&raylet, &spill_re);
+        assert_eq!(spills.len() as u64, spills_want, "{name}");
+        assert_eq!(n(&r["object_spilling"]["events"]), spills.len() as u64, "{name}");
+        let most = |i: usize| spills.iter().map(|c| c[i].parse::<u64>().unwrap()).max().unwrap();
+        let sp = &r["object_spilling"];
+        assert_eq!((sp["mib"].as_f64(), n(&sp["objects"])), (Some(most(0) as f64), most(1)), "{name}");
+
+        // Failed jobs: the supervisor's non-zero exit codes and the FAILED/STOPPED events.
+        let sup = caps(&lines_of(&logs.join("jobs"), "supervisor-"), &sup_re);
+        let ev = caps(&lines_of(&logs.join("events"), "event_JOBS"), &job_re);
+        let failed: BTreeSet<String> = sup.iter().chain(&ev).map(|c| c[0].clone()).collect();
+        assert_eq!((sup.len(), ev.len(), failed.len()), (1, 2, 2), "{name}");
+        let got: BTreeSet<String> = r["driver_failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["submission_id"].as_str().unwrap().into())
+            .collect();
+        assert_eq!(got, failed, "{name}");
     }
 }
 

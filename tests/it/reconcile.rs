@@ -315,7 +315,11 @@ fn worker_records_carry_worker_and_job_ids() {
         let mut n = 0;
         for r in recs.iter().filter(|r| r.component == "worker") {
             n += 1;
-            if r.ids.worker_id.is_none() || r.ids.job_id.is_none() {
+            // Spill/restore IO workers (`io_worker-<wid>-<pid>.err`) serve the raylet,
+            // not a job: their file names and lines carry no job (ray-2.40-health has
+            // their copies of `Failed to connect to GCS …`).
+            let jobless = r.rel.rsplit('/').next().is_some_and(|f| f.starts_with("io_worker-"));
+            if r.ids.worker_id.is_none() || (r.ids.job_id.is_none() && !jobless) {
                 failures.push(format!(
                     "{}: {}:{}: worker_id={:?} job_id={:?}: {}",
                     dir.display(),
