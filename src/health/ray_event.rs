@@ -5,7 +5,8 @@
 //! type, an actor `RESTARTING` or `DEAD` with its death reason, a task attempt
 //! `FAILED` with its error and Python exception, a node `DEAD`. The same failures
 //! are in the logs too, so the report merges them: a worker death by worker id, an
-//! actor failure by actor and worker, a task failure by task and attempt, a node by
+//! actor's failures by actor (the events count only for an actor GCS's log does not
+//! mention), a task failure by task and attempt, a node by
 //! id. The agent's counters count the logs' copy of each, except user exceptions,
 //! which only the events (and the export API) name.
 

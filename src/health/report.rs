@@ -430,11 +430,13 @@ impl Collector {
         }
         let mut by_actor: BTreeMap<String, ActorRow> = BTreeMap::new();
         // An intended exit (need_reschedule = 0: the job ended, the actor exited) is
-        // not a failure. An exported event's copy of a failure GCS logged (same actor,
-        // same worker) is the same failure.
-        let logged: std::collections::HashSet<(Option<Id>, Option<Id>)> =
-            self.actors.iter().filter(|f| !f.fail.from_event).map(|f| (f.fail.actor_id, f.fail.worker_id)).collect();
-        let repeated = |f: &ActorFact| f.fail.from_event && logged.contains(&(f.fail.actor_id, f.fail.worker_id));
+        // not a failure. Exported events speak for an actor only when GCS's log says
+        // nothing of it: they often state a restart without the worker that died
+        // (`RESTARTING` alone), so they cannot be matched failure by failure, and
+        // GCS's verdict on an exit (intended or not) is the finer one.
+        let logged: std::collections::HashSet<Option<Id>> =
+            self.actors.iter().filter(|f| !f.fail.from_event).map(|f| f.fail.actor_id).collect();
+        let repeated = |f: &ActorFact| f.fail.from_event && logged.contains(&f.fail.actor_id);
         for f in self.actors.iter().filter(|f| f.fail.need_reschedule && !repeated(f)) {
             let key = f.fail.actor_id.map_or_else(|| "unknown".to_string(), |a| a.as_str().to_string());
             let row = by_actor.entry(key.clone()).or_insert_with(|| ActorRow {
