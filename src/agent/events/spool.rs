@@ -30,6 +30,15 @@ pub const SEGMENT_BYTES: u64 = 8 << 20;
 const PREFIX: &str = "ray_events-";
 const SUFFIX: &str = ".ndjson";
 
+/// A new post id, unique across restarts (the time in ns, then a count). Not under
+/// the spool's lock, which a post's fsync may hold.
+pub fn post_id() -> String {
+    static POSTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = POSTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{ns:x}-{n}")
+}
+
 /// Whether a path inside a logs dir names a spool segment.
 pub fn is_segment_name(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
@@ -104,7 +113,6 @@ pub struct Spool {
     delivered: Arc<Delivered>,
     /// `None` without `events.forward_to`.
     forwarded: Option<Cursor>,
-    posts: u64,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SpoolError + '_ {
@@ -145,17 +153,9 @@ impl Spool {
         let (file, key) = create_segment(dir, current)?;
         delivered.watch(key, 0);
         segments.insert(current, Segment { key, size: 0 });
-        let mut spool =
-            Spool { dir: dir.to_path_buf(), max_bytes, segments, current, file, delivered, forwarded, posts: 0 };
+        let mut spool = Spool { dir: dir.to_path_buf(), max_bytes, segments, current, file, delivered, forwarded };
         spool.clean();
         Ok(spool)
-    }
-
-    /// A new post id, unique across restarts (the time in ns, then a count).
-    pub fn next_post_id(&mut self) -> String {
-        self.posts += 1;
-        let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        format!("{ns:x}-{}", self.posts)
     }
 
     /// Bytes accepted and not yet done by every consumer.

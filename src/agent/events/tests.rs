@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use super::receiver::spool_lines;
-use super::spool::{complete_posts, Cursor, Delivered, Spool, SpoolError};
+use super::spool::{complete_posts, post_id, Cursor, Delivered, Spool, SpoolError};
 use super::*;
 use crate::agent::checkpoint::Fingerprint;
 
@@ -81,7 +81,7 @@ fn every_real_post_is_spooled_event_for_event() {
     let mut spool = open(&dir, 1 << 30, &delivered, &|_| None);
     let mut want = vec![];
     for body in posts() {
-        let (lines, n) = spool_lines(&body, &spool.next_post_id()).unwrap().unwrap();
+        let (lines, n) = spool_lines(&body, &post_id()).unwrap().unwrap();
         let events: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
         assert_eq!(n as usize, events.len());
         want.extend(events);
@@ -98,9 +98,9 @@ fn a_torn_post_is_cut_off_at_restart_and_complete_ones_stay() {
     let delivered = Arc::new(Delivered::default());
     let bodies = posts();
     let mut spool = open(&dir, 1 << 30, &delivered, &|_| None);
-    let (first, _) = spool_lines(&bodies[1], &spool.next_post_id()).unwrap().unwrap();
+    let (first, _) = spool_lines(&bodies[1], &post_id()).unwrap().unwrap();
     spool.append(&first).unwrap();
-    let (second, n) = spool_lines(&bodies[2], &spool.next_post_id()).unwrap().unwrap();
+    let (second, n) = spool_lines(&bodies[2], &post_id()).unwrap().unwrap();
     assert!(n >= 2, "a post of several events");
     drop(spool);
     // A crash in the middle of writing the second post: its first line and half
@@ -137,7 +137,7 @@ fn the_bound_refuses_until_what_was_delivered_is_deleted() {
     let mut spool = open(&dir, 64 << 10, &delivered, &|_| None);
     let mut sizes = 0u64;
     let full = loop {
-        let (lines, _) = spool_lines(&bodies[3], &spool.next_post_id()).unwrap().unwrap();
+        let (lines, _) = spool_lines(&bodies[3], &post_id()).unwrap().unwrap();
         match spool.append(&lines) {
             Ok(()) => sizes += lines.len() as u64,
             Err(e) => break e,
@@ -151,7 +151,7 @@ fn the_bound_refuses_until_what_was_delivered_is_deleted() {
     let (name, bytes) = segments(&dir).pop().unwrap();
     let key = key_of(&dir.join(&name));
     let mut spool = open(&dir, 64 << 10, &delivered, &|_| None);
-    let (lines, _) = spool_lines(&bodies[3], &spool.next_post_id()).unwrap().unwrap();
+    let (lines, _) = spool_lines(&bodies[3], &post_id()).unwrap().unwrap();
     let (size, post) = (bytes.len() as u64, lines.len() as u64);
     let part = size + post - (64 << 10) - 1;
     assert!(part > 0 && part < size);
@@ -299,7 +299,7 @@ async fn the_forwarder_sends_every_post_byte_for_byte_retrying_and_skipping_refu
     let task = tokio::spawn(forward::run(spool.clone(), url, retry, metrics.clone(), appended.clone(), stop));
     for body in &bodies {
         let mut s = spool.lock().unwrap();
-        let (lines, _) = spool_lines(body, &s.next_post_id()).unwrap().unwrap();
+        let (lines, _) = spool_lines(body, &post_id()).unwrap().unwrap();
         s.append(&lines).unwrap();
         drop(s);
         appended.notify_one();
