@@ -283,7 +283,7 @@ fn holds_logs(dir: &Path) -> bool {
         let name = name.to_string_lossy();
         e.file_type().is_ok_and(|t| t.is_file())
             && ([".log", ".out", ".err"].iter().any(|x| crate::discover::strip_rotation(&name).ends_with(x))
-                || crate::agent::events::is_segment_name(&name))
+                || raylog_parsers::classify(&name, None).kind == raylog_parsers::FileKind::RayEvent)
     })
 }
 
