@@ -24,7 +24,6 @@
 mod disk;
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -63,19 +62,20 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// Fingerprints the first `min(limit, FINGERPRINT_MAX)` bytes of `f`.
-    pub fn read(f: &mut std::fs::File, limit: u64) -> std::io::Result<Fingerprint> {
-        use std::io::Seek;
-        let want = limit.min(FINGERPRINT_MAX);
-        let mut buf = vec![0u8; want as usize];
-        f.seek(std::io::SeekFrom::Start(0))?;
+    /// Fingerprints the first `min(limit, FINGERPRINT_MAX)` bytes of `f` (positioned
+    /// reads: the descriptor's offset is left alone, and nothing is allocated).
+    pub fn read_at(f: &std::fs::File, limit: u64) -> std::io::Result<Fingerprint> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; FINGERPRINT_MAX as usize];
+        let want = limit.min(FINGERPRINT_MAX) as usize;
         let mut got = 0;
-        while got < buf.len() {
-            let n = f.read(&mut buf[got..])?;
-            if n == 0 {
-                break;
+        while got < want {
+            match f.read_at(&mut buf[got..want], got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-            got += n;
         }
         Ok(Fingerprint { len: got as u64, hash: crate::agent::fnv::hash64(&buf[..got]) })
     }

@@ -61,6 +61,10 @@ pub struct Metrics {
     pub files_open: AtomicI64,
     pub bytes_behind: AtomicI64,
     pub read_errors: AtomicU64,
+    /// Files Ray deleted (or replaced) before they were read to their end, and the
+    /// bytes known unread then.
+    pub files_lost: AtomicU64,
+    pub bytes_lost: AtomicU64,
     pub checkpoints_written: AtomicU64,
     pub records_held: AtomicI64,
     pub sinks: Vec<SinkMetrics>,
@@ -90,6 +94,16 @@ impl Metrics {
         );
         counter("raylog_truncated_lines_total", "Lines cut at max_line_bytes.", self.truncated_lines.load(Relaxed));
         counter("raylog_read_errors_total", "Errors reading files.", self.read_errors.load(Relaxed));
+        counter(
+            "raylog_files_lost_total",
+            "Files Ray deleted or replaced before they were read to their end (each named in a warning).",
+            self.files_lost.load(Relaxed),
+        );
+        counter(
+            "raylog_bytes_lost_total",
+            "Bytes of those files known to be unread when they went.",
+            self.bytes_lost.load(Relaxed),
+        );
         counter(
             "raylog_checkpoints_written_total",
             "Checkpoint files written.",

@@ -30,6 +30,9 @@ pub struct Wait {
 #[derive(Debug)]
 pub struct HeldRecord {
     pub key: FileKey,
+    /// Its file's document-id seed when it was read: the file may be closed,
+    /// renamed or forgotten before the record goes out, and its id must not change.
+    pub seed: u128,
     pub meta: Arc<FileMeta>,
     pub wait: Wait,
     timestamp: Option<Timestamp>,
@@ -49,9 +52,10 @@ pub struct HeldRecord {
 }
 
 impl HeldRecord {
-    fn copy(r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, wait: Wait) -> HeldRecord {
+    fn copy(r: &Record<'_>, key: FileKey, seed: u128, meta: Arc<FileMeta>, wait: Wait) -> HeldRecord {
         HeldRecord {
             key,
+            seed,
             meta,
             wait,
             timestamp: r.timestamp,
@@ -88,7 +92,7 @@ impl HeldRecord {
     }
 
     /// Hands the record to `out`, tagged with `actor` and `node` when known.
-    pub fn emit(&self, actor: Option<Id>, node: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey)) {
+    pub fn emit(&self, actor: Option<Id>, node: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey, u128)) {
         let mut ids = self.ids;
         ids.node_id = ids.node_id.or(node);
         if let Some(a) = actor {
@@ -115,7 +119,7 @@ impl HeldRecord {
             fields: &fields,
             truncated: self.truncated,
         };
-        out(&rec, self.key);
+        out(&rec, self.key, self.seed);
     }
 }
 
@@ -144,8 +148,8 @@ impl Hold {
         self.queue.iter().any(|h| &h.key == key)
     }
 
-    pub fn push(&mut self, r: &Record<'_>, key: FileKey, meta: Arc<FileMeta>, wait: Wait) {
-        self.queue.push_back(HeldRecord::copy(r, key, meta, wait));
+    pub fn push(&mut self, r: &Record<'_>, key: FileKey, seed: u128, meta: Arc<FileMeta>, wait: Wait) {
+        self.queue.push_back(HeldRecord::copy(r, key, seed, meta, wait));
     }
 
     /// The files that have records held.
@@ -188,7 +192,7 @@ impl Hold {
         node_of: &dyn Fn(&FileKey) -> Option<Id>,
         force: bool,
         budget: usize,
-        out: &mut dyn FnMut(&Record<'_>, FileKey),
+        out: &mut dyn FnMut(&Record<'_>, FileKey, u128),
     ) -> bool {
         let mut blocked: Vec<FileKey> = vec![];
         let mut keep = VecDeque::new();
@@ -243,7 +247,7 @@ mod tests {
         let mut p = FileParser::new((*meta).clone(), None, None);
         let mut push = |r: &Record<'_>| {
             assert!(Hold::awaits_actor(r));
-            hold.push(r, key, meta.clone(), wait);
+            hold.push(r, key, 0, meta.clone(), wait);
         };
         p.push(text.as_bytes(), &mut corr, &opts, &mut push);
         p.finish(&mut corr, &opts, &mut push);
@@ -252,8 +256,8 @@ mod tests {
 
     fn messages(hold: &mut Hold, corr: &Correlator, force: bool, budget: usize) -> (Vec<String>, bool) {
         let mut out = vec![];
-        let more =
-            hold.release(Instant::now(), corr, &|_| None, force, budget, &mut |r, _| out.push(r.message.to_string()));
+        let more = hold
+            .release(Instant::now(), corr, &|_| None, force, budget, &mut |r, _, _| out.push(r.message.to_string()));
         (out, more)
     }
 

@@ -66,7 +66,7 @@ impl<'a> Router<'a> {
         let node_until = self.wait_node.filter(|_| r.ids.node_id.is_none());
         if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
             let wait = Wait { until: Instant::now() + self.actor_hold, node_until };
-            self.hold.push(r, self.key, self.meta.clone(), wait);
+            self.hold.push(r, self.key, self.seed, self.meta.clone(), wait);
             self.held_file = true;
         } else {
             self.batch.push(r, self.now, doc_id_from(self.seed, r.offset, r.message));

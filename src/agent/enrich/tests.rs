@@ -68,8 +68,9 @@ impl Rig {
     /// Releases what is due at `now`: (message, actor id) in the order released.
     fn release(&mut self, now: Instant) -> Vec<(String, Option<String>)> {
         let mut out = vec![];
-        self.hold.release(now, &self.corr, &|_| None, false, usize::MAX, &mut |r, key| {
+        self.hold.release(now, &self.corr, &|_| None, false, usize::MAX, &mut |r, key, seed| {
             assert_eq!(key, FileKey { dev: 1, ino: 2 });
+            assert_eq!(seed, doc_id_seed("1:2"), "a held record keeps its file's document-id seed");
             out.push((r.message.to_string(), r.ids.actor_id.map(|a| a.as_str().to_string())));
         });
         out
@@ -175,7 +176,7 @@ fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
     assert_eq!((batch.len(), hold.len()), (0, 2));
     let release = |hold: &mut Hold, node: Option<Id>| {
         let mut out = vec![];
-        hold.release(now, &corr, &|_| node, false, usize::MAX, &mut |r, _| out.push(r.message.to_string()));
+        hold.release(now, &corr, &|_| node, false, usize::MAX, &mut |r, _, _| out.push(r.message.to_string()));
         out
     };
     assert_eq!(release(&mut hold, None), Vec::<String>::new(), "a later record overtook a waiting one");

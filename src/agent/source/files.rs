@@ -4,8 +4,9 @@
 //! by inode, so a known file costs no stat. A new file is stat'ed, given its resume
 //! point (its checkpoint, else its start, or its end for `start_at = "end"`) and,
 //! when it has something to read, prescanned for correlation before any file is
-//! parsed. A file no longer listed is gone: drained to its end if open, forgotten
-//! otherwise, its checkpoint marked so it is dropped after `source.forget_after`.
+//! parsed; a file the reader forgot and finds again (its checkpoint kept where files
+//! are resumed from) continues where it stopped. What a file missing from its place
+//! means is decided in [`super::gone`].
 
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::time::Instant;
 
 use raylog_parsers::{classify, Id};
 
-use super::table::{Tick, Tracked};
+use super::table::{Place, Tick, Tracked};
 use super::{Dir, Source, SWEEP_WATCHED};
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
@@ -39,7 +40,9 @@ impl Source {
     /// Returns how many files are new.
     ///
     /// The listing is streamed: a known file is matched by inode and marked with
-    /// this listing's number, so listing 100,000 files keeps no list of them.
+    /// this listing's number, so listing 100,000 files keeps no list of them. Only a
+    /// dir listed whole can say that a file is not there: one that could not be read
+    /// (out of descriptors, say) leaves its files as they were.
     pub(super) fn rescan(&mut self) -> usize {
         let (roots, failures) = logs_roots(&self.cfg.source.paths);
         for (path, why) in failures {
@@ -50,25 +53,32 @@ impl Source {
         self.listing = self.listing.wrapping_add(1);
         let mut new = vec![];
         for root in roots {
-            let Some(d) = self.dir_for(&root) else { continue };
-            self.list(d, &root.root, &mut new);
+            self.dir_for(&root);
+        }
+        // Every dir followed, including one whose parent could not be read this time.
+        let mut whole = vec![false; self.dirs.len()];
+        for (d, whole) in whole.iter_mut().enumerate() {
+            let root = self.dirs[d].root.clone();
+            *whole = self.list(d as u32, &root, &mut new);
         }
         let found = self.track(new);
         let listing = self.listing;
-        let vanished: Vec<FileKey> = self.table.values().filter(|t| t.listed != listing).map(|t| t.key).collect();
-        for key in vanished {
-            self.gone(key, true);
+        let unlisted: Vec<FileKey> =
+            self.table.values().filter(|t| t.listed != listing && whole[t.dir as usize]).map(|t| t.key).collect();
+        for key in unlisted {
+            self.unlisted(key);
         }
-        if self.first_scan {
+        if !self.absent_marked && whole.iter().all(|w| *w) {
+            self.absent_marked = true;
             // Checkpoints of files not found at start: gone while the agent was down.
+            // They stay where a file is resumed from, should one be found after all.
             let now = unix_now();
-            for (_, mut cp) in std::mem::take(&mut self.resume) {
-                if cp.gone_since == 0 {
-                    cp.gone_since = now;
-                    self.closed.push(cp);
-                }
+            for cp in self.resume.values_mut().filter(|cp| cp.gone_since == 0) {
+                cp.gone_since = now;
+                self.closed.push(cp.clone());
             }
         }
+        self.expire_departed();
         if found > 1000 {
             // Tens of thousands of names were allocated and freed: give the memory back.
             crate::agent::trim_heap();
@@ -94,44 +104,64 @@ impl Source {
 
     /// Walks `dir` of logs dir `d` (recursively, symlinks not followed): marks the
     /// tracked files listed, follows those renamed, and collects new ones into `new`.
-    fn list(&mut self, d: u32, dir: &Path, new: &mut Vec<Found>) {
-        let rd = match std::fs::read_dir(dir) {
+    /// True when every entry was read: a dir that does not exist counts, as it
+    /// holds nothing (a session Ray removed); one that failed does not.
+    fn list(&mut self, d: u32, dir: &Path, new: &mut Vec<Found>) -> bool {
+        let rd = match self.read_dir(dir) {
             Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
             Err(e) => {
                 if self.failed_paths.insert(dir.to_path_buf()) {
                     tracing::warn!(path = %dir.display(), error = %e, "cannot list; will keep looking");
                 }
-                return;
+                return false;
             }
         };
-        for e in rd.flatten() {
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                self.list(d, &e.path(), new);
-                continue;
-            }
-            if !ft.is_file() {
-                continue;
-            }
-            let key = FileKey { dev: self.dirs[d as usize].dev, ino: e.ino() };
-            let root = &self.dirs[d as usize].root;
-            let path = e.path();
-            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
-            let listing = self.listing;
-            let Some(t) = self.table.get_mut(&key) else {
-                if !self.excluded(&rel) {
-                    new.push(Found { dir: d, rel: rel.replace('\\', "/").into() });
-                }
+        let mut whole = true;
+        for e in rd {
+            let Ok(e) = e else {
+                whole = false;
                 continue;
             };
-            t.listed = listing;
-            if t.dir == d && *t.rel == *rel {
-                t.gone = false;
-            } else {
-                let rel = rel.replace('\\', "/");
-                self.follow_move(key, d, &rel, &path);
+            let Ok(ft) = e.file_type() else {
+                whole = false;
+                continue;
+            };
+            if ft.is_dir() {
+                whole &= self.list(d, &e.path(), new);
+                continue;
+            }
+            if ft.is_file() {
+                self.listed(d, &e, new);
             }
         }
+        whole
+    }
+
+    /// A file entry of a listing of logs dir `d`.
+    fn listed(&mut self, d: u32, e: &std::fs::DirEntry, new: &mut Vec<Found>) {
+        let key = FileKey { dev: self.dirs[d as usize].dev, ino: e.ino() };
+        let root = &self.dirs[d as usize].root;
+        let path = e.path();
+        let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
+        let listing = self.listing;
+        let Some(t) = self.table.get_mut(&key) else {
+            if !self.excluded(&rel) {
+                new.push(Found { dir: d, rel: rel.replace('\\', "/").into() });
+            }
+            return;
+        };
+        t.listed = listing;
+        let rel = rel.replace('\\', "/");
+        self.follow_move(key, d, &rel, &path);
+    }
+
+    fn read_dir(&self, dir: &Path) -> std::io::Result<std::fs::ReadDir> {
+        #[cfg(test)]
+        if self.list_fault.as_deref() == Some(dir) {
+            return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+        }
+        std::fs::read_dir(dir)
     }
 
     fn excluded(&self, rel: &str) -> bool {
@@ -142,7 +172,13 @@ impl Source {
     /// it within the logs dir: rotation, `old/`).
     fn follow_move(&mut self, key: FileKey, d: u32, rel: &str, path: &Path) {
         let Some(t) = self.table.get_mut(&key) else { return };
-        t.gone = false;
+        let stray = std::mem::replace(&mut t.place, Place::Here) != Place::Here;
+        if stray {
+            // It waited for this (it could not be opened by its old path, and what
+            // was written meanwhile was reported under another name).
+            self.table.ready.insert(key);
+        }
+        let Some(t) = self.table.get_mut(&key) else { return };
         if t.dir == d && &*t.rel == rel {
             return;
         }
@@ -215,7 +251,7 @@ impl Source {
             ident: None,
             active: Tick::now(),
             listed: self.listing,
-            gone: false,
+            place: Place::Here,
             open: None,
         };
         if let Some(cp) = self.resume.remove(&key) {
@@ -272,10 +308,17 @@ impl Source {
                 Ok(md) if md.is_file() => {
                     let key = FileKey::of(&md);
                     if let Some(t) = self.table.get_mut(&key) {
+                        let grew = md.len() > t.read_to();
                         changed(t, md.len());
+                        let stray = t.place != Place::Here;
                         self.table.ready.insert(key);
-                        if known != Some(key) {
+                        if known != Some(key) || stray {
                             self.relocate(key, &path);
+                        } else if !grew {
+                            // Written to where it was, yet no longer: rewritten in
+                            // place? (Not asked of a rename: rotation renames every
+                            // backup, and none of them changed.)
+                            self.verify(key);
                         }
                     } else if let Some(f) = self.found_at(&path) {
                         new.push(f);
@@ -304,51 +347,67 @@ impl Source {
     }
 
     /// Tracked file `key` was seen at `path`: follow it there if it is in a logs dir.
-    fn relocate(&mut self, key: FileKey, path: &Path) {
+    pub(super) fn relocate(&mut self, key: FileKey, path: &Path) {
         if let Some(f) = self.found_at(path) {
             self.follow_move(key, f.dir, &f.rel, path);
         }
     }
 
-    /// The path of tracked file `key` may no longer name it: if it does not, it is
-    /// gone, unless a listing (soon) finds it elsewhere.
-    fn check_gone(&mut self, key: FileKey) {
-        let Some(t) = self.table.get(&key) else { return };
-        let path = self.dirs[t.dir as usize].root.join(&*t.rel);
-        if std::fs::metadata(&path).is_ok_and(|md| FileKey::of(&md) == key) {
+    /// Stats every file (inotify lost events: any may have grown). An open file is
+    /// asked through its descriptor; a closed one through its path, after the
+    /// listing that came with the same news put every file at its path.
+    pub(super) fn stat_all(&mut self) {
+        let keys: Vec<FileKey> = self.table.values().map(|t| t.key).collect();
+        for key in keys {
+            let Some(t) = self.table.get_mut(&key) else { continue };
+            let size = match &mut t.open {
+                Some(open) => open.stat().map(|()| open.size).ok(),
+                None => {
+                    let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+                    std::fs::metadata(&path).ok().filter(|md| FileKey::of(md) == key).map(|md| md.len())
+                }
+            };
+            match size {
+                Some(size) => {
+                    let recent = t.active.elapsed() < RECENT;
+                    let grew = size > t.read_to();
+                    changed(t, size);
+                    self.table.ready.insert(key);
+                    if recent && !grew {
+                        self.verify(key);
+                    }
+                }
+                None if t.open.is_none() => self.next_rescan = Instant::now(),
+                None => {}
+            }
+        }
+    }
+
+    /// Checks that file `key` still starts with the bytes it started with when read;
+    /// if not (a copy-truncate that grew back to where reading stood), it is read
+    /// again from its start. One positioned read, plus an open if it is closed.
+    fn verify(&mut self, key: FileKey) {
+        let Some(t) = self.table.get_mut(&key) else { return };
+        if let Some(open) = &mut t.open {
+            if open.verify() {
+                self.table.ready.insert(key);
+            }
             return;
         }
-        self.gone(key, false);
-        self.next_rescan = Instant::now();
-    }
-
-    /// File `key` is no longer at its path: an open one is read to its end (its
-    /// descriptor still reads it), then forgotten; a closed one is forgotten when a
-    /// listing (`listed`) confirms it is nowhere in the logs dirs.
-    pub(super) fn gone(&mut self, key: FileKey, listed: bool) {
-        let Some(t) = self.table.get_mut(&key) else { return };
-        t.gone = true;
-        if t.open.is_some() {
-            self.table.ready.insert(key);
-        } else if listed {
-            self.forget(key);
+        let fp = t.fingerprint;
+        if fp.len == 0 || t.place != Place::Here || fp == READ_WHOLE {
+            return;
         }
-    }
-
-    /// Stops tracking file `key`; its checkpoint is marked gone.
-    pub(super) fn forget(&mut self, key: FileKey) {
-        let Some(t) = self.table.get(&key) else { return };
         let path = self.dirs[t.dir as usize].root.join(&*t.rel);
-        let lost = t.behind();
-        if lost > 0 && t.open.is_none() {
-            tracing::warn!(path = %path.display(), bytes = lost, "file deleted before it was read to its end (it was closed, over source.max_open_files); those bytes are not shipped");
+        let Ok(f) = std::fs::File::open(&path) else { return };
+        let same = f.metadata().is_ok_and(|md| FileKey::of(&md) == key)
+            && Fingerprint::read_at(&f, fp.len).is_ok_and(|now| now == fp);
+        if !same && f.metadata().is_ok_and(|md| FileKey::of(&md) == key) {
+            tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
+            (t.resume, t.context, t.last_time, t.head, t.ident) = (0, None, None, i64::MIN, None);
+            t.fingerprint = Fingerprint::default();
+            self.table.ready.insert(key);
         }
-        if let Some(mut cp) = self.position(key) {
-            cp.gone_since = unix_now();
-            self.closed.push(cp);
-        }
-        self.dirty.remove(&key);
-        self.table.remove(key, &path);
     }
 
     /// Stats the next slice of the table: all of it per [`SWEEP_WATCHED`] while
@@ -375,6 +434,11 @@ impl Source {
         }
     }
 }
+
+/// How long after its last change a file is worth a check of its first bytes when
+/// inotify lost events: long enough for any live file, short enough that a node's
+/// 100,000 finished ones are not all opened.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Notes a new size for a tracked file.
 fn changed(t: &mut Tracked, size: u64) {

@@ -14,7 +14,11 @@
 //! - [`table`]: every file tracked, few bytes each; a descriptor for at most
 //!   `source.max_open_files`. Files idle for `source.close_inactive` are closed, and
 //!   the least recently active sooner when the cap is reached; a closed file is
-//!   reopened when it changes, resuming where it stopped.
+//!   reopened when it changes, resuming where it stopped, once its inode and
+//!   fingerprint show the path still names it.
+//! - [`gone`]: a file missing from its path is looked for by the next listing, and
+//!   forgotten only on proof that it left (deleted, or in no complete listing):
+//!   rotation renames files all the time, and inotify splits a rename's events.
 //! - [`read`]: each round reads the files that changed, interleaved in time order.
 //!   The files of a node share a few Loki streams, and Loki refuses an entry more
 //!   than an hour older than the newest of its stream; reading one file to its end
@@ -26,6 +30,9 @@
 //!   waits for its actor id, a new session's first records for their node id.
 
 mod files;
+mod gone;
+#[cfg(test)]
+mod model_tests;
 mod read;
 mod table;
 pub mod tail;
@@ -41,10 +48,10 @@ use std::time::{Duration, Instant};
 
 use raylog_parsers::{Correlator, Id};
 
-use crate::agent::batch::{doc_id_from, doc_id_seed, Batch, NodeIdentity, Recycler};
+use crate::agent::batch::{doc_id_from, Batch, NodeIdentity, Recycler};
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, SavedContext};
 use crate::agent::config::Config;
-use crate::agent::enrich::route::{identity, now_ns};
+use crate::agent::enrich::route::now_ns;
 use crate::agent::enrich::Hold;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{Cut, Dispatcher};
@@ -93,7 +100,8 @@ pub struct Source {
     corr: Correlator,
     table: Table,
     dirs: Vec<Dir>,
-    /// Checkpoints loaded at start and not yet matched with a file found.
+    /// Where a file found is resumed from: checkpoints loaded at start and not yet
+    /// matched with a file, and the positions of files forgotten since (see [`gone`]).
     resume: HashMap<FileKey, FileCheckpoint>,
     hold: Hold,
     /// Ray health counters, counted as records are routed.
@@ -124,6 +132,11 @@ pub struct Source {
     listing: u32,
     /// Running out of descriptors was logged (once).
     emfile_logged: bool,
+    /// Checkpoints of files not found by the first complete listing were marked gone.
+    absent_marked: bool,
+    /// Tests: a dir whose listing fails, as when out of descriptors.
+    #[cfg(test)]
+    pub(super) list_fault: Option<PathBuf>,
 }
 
 impl Source {
@@ -174,6 +187,9 @@ impl Source {
             listing: 0,
             busy_rounds: 0,
             emfile_logged: false,
+            absent_marked: false,
+            #[cfg(test)]
+            list_fault: None,
         }
     }
 
@@ -216,14 +232,14 @@ impl Source {
         let now = Instant::now();
         let mut found = 0;
         if changes.everything || now >= self.next_rescan {
-            found += self.rescan();
+            // Set first: a listing that finds a file missing asks for the next one soon.
             let every = if self.watched && !self.once { RESCAN_WATCHED } else { self.cfg.source.poll_interval };
             self.next_rescan = now + every;
+            found += self.rescan();
         }
         if changes.everything {
             // Events were lost: every file may have changed.
-            let keys: Vec<FileKey> = self.table.values().map(|t| t.key).collect();
-            self.table.ready.extend(keys);
+            self.stat_all();
         }
         found += self.on_paths(changes.paths);
         if now >= self.next_sweep {
@@ -271,34 +287,18 @@ impl Source {
             return;
         }
         let ts = now_ns();
-        // Each held file's id seed once per call, as the router does per read.
-        let mut seeds: HashMap<FileKey, u128> = HashMap::new();
-        for key in self.hold.files() {
-            let seed = self.seed_of(key);
-            seeds.insert(key, seed);
-        }
         loop {
             let (batch, dirty, dirs, table) = (&mut self.batch, &mut self.dirty, &self.dirs, &self.table);
             let node_of = |key: &FileKey| table.get(key).and_then(|t| dirs[t.dir as usize].node);
-            let more = self.hold.release(Instant::now(), &self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key| {
-                let seed = seeds.get(&key).copied().unwrap_or_else(|| doc_id_seed(&key.label()));
-                batch.push(r, ts, doc_id_from(seed, r.offset, r.message));
-                dirty.insert(key);
-            });
+            let more =
+                self.hold.release(Instant::now(), &self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key, seed| {
+                    batch.push(r, ts, doc_id_from(seed, r.offset, r.message));
+                    dirty.insert(key);
+                });
             if !more {
                 return;
             }
             self.cut(false);
-        }
-    }
-
-    /// The document-id seed of a file (see [`Tailed::route_parts`]).
-    fn seed_of(&mut self, key: FileKey) -> u128 {
-        let Some(t) = self.table.get_mut(&key) else { return doc_id_seed(&key.label()) };
-        match (&mut t.open, t.ident) {
-            (Some(open), _) => open.route_parts().2,
-            (None, Some(ident)) => doc_id_seed(&identity(key, ident)),
-            (None, None) => doc_id_seed(&key.label()),
         }
     }
 

@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use raylog_parsers::{classify, Timestamp};
 
-use super::table::Tick;
-use super::tail::Tailed;
+use super::table::{Place, Tick};
+use super::tail::{ReadResult, Tailed};
 use super::{Source, MERGE_SLACK, READ_BUDGET};
 use crate::agent::checkpoint::{FileKey, SavedContext};
 use crate::agent::enrich::node::{self, RAYLET_NODE_SCAN};
@@ -42,7 +42,7 @@ impl Source {
         let mut idle = vec![];
         for &key in &self.table.ready {
             let Some(t) = self.table.get(&key) else { continue };
-            if t.has_work() || t.gone {
+            if t.has_work() || t.place == Place::Departed {
                 order.push((t.head(), key));
             } else {
                 idle.push(key);
@@ -52,10 +52,13 @@ impl Source {
             self.table.ready.remove(&key);
         }
         order.sort_unstable();
-        let limit = merge_limit(order.first().map(|o| o.0));
+        // Set by the oldest file that can be read: one that must wait for a
+        // descriptor (every open file is being drained after a deletion or a rename)
+        // must not keep the others, and with them those descriptors, waiting.
+        let mut limit: Option<Option<Timestamp>> = None;
         let (mut total, mut progress) = (0, false);
         for (head, key) in order {
-            if limit.is_some_and(|l| head > l.0) {
+            if limit.flatten().is_some_and(|l| head > l.0) {
                 break;
             }
             match self.ensure_open(key) {
@@ -66,6 +69,7 @@ impl Source {
                     continue;
                 }
             }
+            let limit = *limit.get_or_insert(merge_limit(Some(head)));
             let (bytes, blocked_at, done) = self.read_file(key, limit);
             total += bytes;
             progress |= bytes > 0 || done || blocked_at.is_some_and(|b| b.0 != head);
@@ -87,6 +91,11 @@ impl Source {
         if t.open.is_some() {
             return Opened::Yes;
         }
+        if t.place != Place::Here {
+            // Its path names another file now, or none: a listing will find it.
+            self.table.ready.remove(&key);
+            return Opened::Never;
+        }
         if self.table.open_count() >= self.max_open && !self.evict(key) {
             return Opened::Later;
         }
@@ -104,34 +113,44 @@ impl Source {
                 let Some(t) = self.table.get(&key) else { return Opened::Never };
                 let path = self.dirs[t.dir as usize].root.join(&*t.rel);
                 if e.kind() == std::io::ErrorKind::NotFound {
-                    self.gone(key, false);
-                    self.next_rescan = Instant::now();
-                    self.table.ready.remove(&key);
+                    self.misplaced(key);
                 } else {
                     if self.failed_paths.insert(path.clone()) {
                         tracing::warn!(path = %path.display(), error = %e, "cannot open; will retry when it changes");
                     }
                     self.metrics.read_errors.fetch_add(1, Relaxed);
-                    self.table.ready.remove(&key);
                 }
+                self.table.ready.remove(&key);
                 Opened::Never
             }
-            Ok(()) => Opened::Yes,
+            Ok(false) => {
+                // Rotated while closed: its path names another file. Reading that
+                // under this file's identity would send it twice and lose this one's tail.
+                self.misplaced(key);
+                self.table.ready.remove(&key);
+                Opened::Never
+            }
+            Ok(true) => Opened::Yes,
         }
     }
 
-    /// Opens file `key` at its resume point.
-    fn open(&mut self, key: FileKey) -> std::io::Result<()> {
+    /// Opens file `key` at its resume point, if its path still names it (false if
+    /// not). A file read before must still start with the bytes it started with;
+    /// if not, Ray deleted it and the inode went to a new file, read from its start.
+    fn open(&mut self, key: FileKey) -> std::io::Result<bool> {
         let t = self.table.get(&key).expect("checked by the caller");
         let d = &self.dirs[t.dir as usize];
         let path = d.root.join(&*t.rel);
         let meta = Arc::new(classify(&t.rel, d.session.as_deref()));
         let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time);
-        let expect = t.unverified.then_some(t.fingerprint);
-        let (mut tailed, replaced) = Tailed::open(path, meta.clone(), d.node, t.resume, ctx, expect)?;
+        let expect = (t.unverified || t.fingerprint.len > 0).then_some(t.fingerprint);
+        let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), d.node, t.resume, ctx, expect)? else {
+            return Ok(false);
+        };
         if replaced && expect != Some(super::files::READ_WHOLE) {
-            tracing::info!(path = %tailed.path.display(), "file replaced since the checkpoint (inode reused); reading it from the start");
+            tracing::info!(path = %tailed.path.display(), "file replaced since it was last read (inode reused); reading it from the start");
         }
+        let t = self.table.get(&key).expect("checked by the caller");
         if let Some(ident) = t.ident.filter(|_| !replaced) {
             tailed.set_ident(ident);
         }
@@ -141,8 +160,11 @@ impl Source {
         }
         let t = self.table.get_mut(&key).expect("checked by the caller");
         (t.unverified, t.fingerprint, t.size) = (false, tailed.fingerprint, tailed.size);
+        if replaced {
+            t.ident = None;
+        }
         self.table.set_open(key, Some(Box::new(tailed)));
-        Ok(())
+        Ok(true)
     }
 
     /// The time of a worker file's first timed line (see `crate::prescan::Prescanned`).
@@ -166,27 +188,35 @@ impl Source {
     /// where that starts when it is reopened: nothing is lost, a few bytes are read
     /// twice. (Waiting for such files instead would deadlock a catch-up of more files
     /// than the cap: each is held at its first record until the others get there.)
-    /// False when no other file is open.
+    /// False when no other file can be closed.
     fn evict(&mut self, keep: FileKey) -> bool {
-        let victim = self
-            .table
-            .open_keys()
-            .into_iter()
-            .filter(|k| *k != keep)
-            .filter_map(|k| {
-                // A deleted file is read only through its descriptor: never closed.
-                let t = self.table.get(&k).filter(|t| !t.gone)?;
-                let busy = !t.open.as_ref().is_some_and(|o| o.is_clean()) || self.hold.holds_file(&k);
-                Some((busy, t.active, k))
-            })
-            .min();
-        match victim {
-            Some((_, _, k)) => {
+        loop {
+            let victim = self
+                .table
+                .open_keys()
+                .into_iter()
+                .filter(|k| *k != keep)
+                .filter_map(|k| {
+                    let t = self.table.get(&k).filter(|t| t.place == Place::Here)?;
+                    let busy = !t.open.as_ref().is_some_and(|o| o.is_clean()) || self.hold.holds_file(&k);
+                    Some((busy, t.active, k))
+                })
+                .min();
+            let Some((_, _, k)) = victim else { return false };
+            if self.closable(k) {
                 self.close(k);
-                true
+                return true;
             }
-            None => false,
+            // Deleted meanwhile: it is read to its end through its descriptor.
+            self.misplaced(k);
         }
+    }
+
+    /// Whether file `key` may be closed: closing is safe only while its path names
+    /// it, as that is how it is opened again. One that is deleted or renamed away is
+    /// read to its end through its descriptor first.
+    pub(super) fn closable(&self, key: FileKey) -> bool {
+        self.table.get(&key).is_some_and(|t| t.place == Place::Here && t.open.as_ref().is_some_and(|o| !o.deleted()))
     }
 
     /// Closes file `key`'s descriptor, keeping where reading resumes.
@@ -199,7 +229,8 @@ impl Source {
         t.last_time = ctx.last_timestamp.map(|t| t.0);
         t.head = open.head();
         (t.fingerprint, t.size) = (open.fingerprint, open.size);
-        t.ident = open.ident().or(t.ident);
+        // Not `.or(t.ident)`: after a truncation the file has a new first line.
+        t.ident = open.ident();
         if t.has_work() {
             // Closed holding a record or a partial line: read it again from there.
             self.table.ready.insert(key);
@@ -211,30 +242,33 @@ impl Source {
     fn read_file(&mut self, key: FileKey, limit: Option<Timestamp>) -> (u64, Option<Timestamp>, bool) {
         let wait_node = self.waits_for_node(key);
         let Some(t) = self.table.get_mut(&key) else { return (0, None, false) };
-        let gone = t.gone;
         let Some(open) = t.open.as_mut() else { return (0, None, false) };
         let before = open.stats();
-        let mut router = Router::new(
-            &mut self.batch,
-            &mut self.hold,
-            &mut self.ray,
-            open.route_parts(),
-            wait_node,
-            self.cfg.source.actor_hold,
-        );
         let opts = &self.cfg.source.parse;
-        let res = open.read(&mut self.buf, READ_BUDGET, limit, &mut self.corr, opts, &mut |r| router.route(r));
-        if res.as_ref().is_ok_and(|r| r.at_eof && !r.blocked) {
-            // At the end of a file nobody wrote to for a while (a finished worker's,
-            // found by a catch-up), or of any file with `--once`: its last record is
-            // complete, so it goes out now (within the time limit) and the file holds
-            // nothing: it can be closed at once to make room for the next.
-            let quiet = open.quiet_for();
-            let whole = self.once || quiet >= self.cfg.source.partial_line_timeout;
-            if whole || quiet >= self.cfg.source.idle_flush {
-                open.flush_within(limit, whole, &mut self.corr, opts, &mut |r| router.route(r));
+        let (actor_hold, once) = (self.cfg.source.actor_hold, self.once);
+        let (partial, idle) = (self.cfg.source.partial_line_timeout, self.cfg.source.idle_flush);
+        let (batch, hold, ray, corr) = (&mut self.batch, &mut self.hold, &mut self.ray, &mut self.corr);
+        let res = open.refresh().and_then(|truncated| {
+            if truncated {
+                // What the old content still held goes out under its own identity.
+                let mut router = Router::new(batch, hold, ray, open.route_parts(), wait_node, actor_hold);
+                open.start_over(corr, opts, &mut |r| router.route(r));
             }
-        }
+            let mut router = Router::new(batch, hold, ray, open.route_parts(), wait_node, actor_hold);
+            let res = open.read(&mut self.buf, READ_BUDGET, limit, corr, opts, &mut |r| router.route(r))?;
+            if res.at_eof && !res.blocked {
+                // At the end of a file nobody wrote to for a while (a finished worker's,
+                // found by a catch-up), or of any file with `--once`: its last record is
+                // complete, so it goes out now (within the time limit) and the file holds
+                // nothing: it can be closed at once to make room for the next.
+                let quiet = open.quiet_for();
+                let whole = once || quiet >= partial;
+                if whole || quiet >= idle {
+                    open.flush_within(limit, whole, corr, opts, &mut |r| router.route(r));
+                }
+            }
+            Ok(ReadResult { truncated, ..res })
+        });
         let after = open.stats();
         let m = &self.metrics;
         // Differences of counts that never go back (see `Tailed::stats`).
@@ -254,6 +288,8 @@ impl Source {
             }
         };
         let (blocked, clean) = (open.parser.blocked(), open.is_clean());
+        // Missing from its path and read to its end: no name left means deleted.
+        let deleted = r.at_eof && t.place == Place::Unknown && open.deleted();
         let raylet_unknown = open.meta.component == "raylet" && open.node_unknown() && r.bytes > 0;
         let near_start = open.parser.offset().saturating_sub(r.bytes) < RAYLET_NODE_SCAN;
         if r.bytes > 0 || r.truncated {
@@ -263,15 +299,19 @@ impl Source {
         if r.truncated {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
         }
+        if deleted {
+            t.place = Place::Departed;
+        }
+        let departed = t.place == Place::Departed;
         if raylet_unknown && near_start {
             // A new session's raylet has started writing: look for its node id.
             self.learn_node(key, &path);
         }
-        if r.at_eof && gone && (clean || self.once) {
+        if r.at_eof && departed && (clean || self.once) {
             self.finish_and_forget(key);
             return (r.bytes, None, true);
         }
-        if r.at_eof && blocked.is_none() {
+        if r.at_eof && blocked.is_none() && !departed {
             self.table.ready.remove(&key);
         }
         (r.bytes, blocked, false)
@@ -357,6 +397,7 @@ impl Source {
                     .get(k)
                     .is_some_and(|t| t.active.elapsed() >= after && t.open.as_ref().is_some_and(|o| o.is_clean()))
             })
+            .filter(|k| self.closable(*k))
             .collect();
         for key in idle {
             self.close(key);

@@ -65,9 +65,26 @@ pub struct Tracked {
     pub active: Tick,
     /// The number of the last dir listing that saw it (see `Source::rescan`).
     pub listed: u32,
-    /// The path no longer names this file (deleted or moved out of the logs dir).
-    pub gone: bool,
+    /// Whether `rel` names it (see [`Place`]).
+    pub place: Place,
     pub open: Option<Box<Tailed>>,
+}
+
+/// Where a tracked file is, as far as the reader knows.
+///
+/// A file is forgotten only on proof that it left: its descriptor says it has no
+/// name left (deleted), or a complete listing missed a file already `Unknown`. A
+/// path that names another file proves nothing: rotation renames every file of a
+/// family, and inotify reports the two halves of a rename in separate batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// At `rel`.
+    Here,
+    /// Not at `rel` any more (renamed, or deleted): the next listing looks for it by
+    /// inode. Not closed meanwhile, as it cannot be reopened by its path.
+    Unknown,
+    /// Deleted, or in no logs dir: read to its end if open, then forgotten.
+    Departed,
 }
 
 impl Tracked {
@@ -79,12 +96,20 @@ impl Tracked {
         }
     }
 
+    /// Where reading stands: the parser's offset if open, else the resume point.
+    pub fn read_to(&self) -> u64 {
+        match &self.open {
+            Some(t) => t.parser.offset(),
+            None => self.resume,
+        }
+    }
+
     /// Whether reading may emit something: bytes not read yet, or a record the time
     /// limit kept back.
     pub fn has_work(&self) -> bool {
         match &self.open {
-            Some(t) => t.has_work() || t.size < t.parser.offset(),
-            None => self.size != self.resume,
+            Some(t) => t.has_work() || t.size < t.parser.offset() || t.size < t.fingerprint.len,
+            None => self.size != self.resume || self.size < self.fingerprint.len,
         }
     }
 

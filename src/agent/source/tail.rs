@@ -3,8 +3,8 @@
 //! A [`Tailed`] file keeps its descriptor open, so a rename (`x` → `x.1`, or into
 //! `old/`) changes nothing: the same inode is read to its end, and the new `x` is a
 //! different inode found by discovery and read from the start. A file that shrinks
-//! below what was read was truncated in place (copy-truncate): reading restarts at 0.
-//! A deleted file is drained, then closed. The bytes go to the file's
+//! below what was read, or whose first bytes changed, was truncated in place
+//! (copy-truncate): reading restarts at 0. A deleted file is drained, then closed. The bytes go to the file's
 //! [`FileParser`], which holds partial lines and open records until they complete.
 //!
 //! Reads are positioned (`pread` at the parser's offset), because a read may stop
@@ -53,6 +53,8 @@ pub struct Tailed {
     /// Counts of the parsers a copy-truncate replaced: the file's counters must not
     /// go back when its parser starts over.
     retired: FileStats,
+    /// Its first bytes changed (see [`Tailed::verify`]): the next read starts over.
+    restart: bool,
 }
 
 /// What one read round found.
@@ -69,28 +71,34 @@ pub struct ReadResult {
 const MIN_READ: usize = 16 << 10;
 
 impl Tailed {
-    /// Opens `path` and positions the parser at `offset` with `ctx`. When `expect` is
-    /// given (a resume point from a checkpoint), the file's first bytes must still
-    /// match it; if not, the inode was reused by another file, which is read from its
-    /// start: the second value says so.
+    /// Opens `path`, which should name file `want`, and positions the parser at
+    /// `offset` with `ctx`. `None` when the path names another file (the one wanted
+    /// was renamed or deleted since it was last seen there). When `expect` is given
+    /// (the file was read before), the file's first bytes must still match it; if
+    /// not, the inode was reused by another file, which is read from its start: the
+    /// second value says so.
     pub fn open(
         path: PathBuf,
+        want: FileKey,
         meta: Arc<FileMeta>,
         node: Option<raylog_parsers::Id>,
         mut offset: u64,
         mut ctx: raylog_parsers::parser::FileContext,
         expect: Option<Fingerprint>,
-    ) -> std::io::Result<(Tailed, bool)> {
-        let mut file = File::open(&path)?;
+    ) -> std::io::Result<Option<(Tailed, bool)>> {
+        let file = File::open(&path)?;
         let md = file.metadata()?;
         let key = FileKey::of(&md);
+        if key != want {
+            return Ok(None);
+        }
         let mut replaced = false;
         if let Some(fp) = expect {
-            if offset > md.len() || Fingerprint::read(&mut file, fp.len)? != fp {
+            if offset > md.len() || Fingerprint::read_at(&file, fp.len)? != fp {
                 (offset, ctx, replaced) = (0, Default::default(), true);
             }
         }
-        let fingerprint = Fingerprint::read(&mut file, md.len().min(offset.max(FINGERPRINT_MAX)))?;
+        let fingerprint = Fingerprint::read_at(&file, md.len().min(offset.max(FINGERPRINT_MAX)))?;
         let mtime = md
             .modified()
             .ok()
@@ -109,6 +117,7 @@ impl Tailed {
             ident: 0,
             ident_final: false,
             retired: FileStats::default(),
+            restart: false,
             file,
             parser,
             fingerprint,
@@ -120,7 +129,14 @@ impl Tailed {
             last_time,
             read_size: MIN_READ,
         };
-        Ok((t, replaced))
+        Ok(Some((t, replaced)))
+    }
+
+    /// Whether the file has no name left (deleted): nothing can open it again, and
+    /// the descriptor is the only way to its unread bytes.
+    pub fn deleted(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().is_ok_and(|md| md.nlink() == 0)
     }
 
     /// Sets the first-line hash known from an earlier opening of the same file.
@@ -149,7 +165,21 @@ impl Tailed {
     /// Whether reading may emit something: bytes not read yet, or a record the time
     /// limit kept back.
     pub fn has_work(&self) -> bool {
-        self.size > self.parser.offset() || self.parser.blocked().is_some()
+        self.size > self.parser.offset() || self.parser.blocked().is_some() || self.restart
+    }
+
+    /// Whether the bytes the fingerprint covers changed: a copy-truncate whose file
+    /// grew back before the reader saw it shrink (see [`Tailed::verify`]).
+    pub fn rewritten(&self) -> std::io::Result<bool> {
+        let fp = self.fingerprint;
+        Ok(fp.len > 0 && (self.size < fp.len || Fingerprint::read_at(&self.file, fp.len)? != fp))
+    }
+
+    /// Checks the file's first bytes now (something happened to it, yet it did not
+    /// grow); if they changed, the next read starts over at 0. True if so.
+    pub fn verify(&mut self) -> bool {
+        self.restart |= self.rewritten().unwrap_or(false);
+        self.restart
     }
 
     /// Refreshes the size; false when the file cannot be stat'ed.
@@ -217,8 +247,35 @@ impl Tailed {
         self.size.saturating_sub(self.parser.offset())
     }
 
-    /// Reads up to `budget` new bytes into the parser, emitting no record dated after
-    /// `limit`. Detects copy-truncate.
+    /// Stats the file; true when it was truncated or rewritten in place since it was
+    /// read (copy-truncate): it shrank below what was read or fingerprinted, or grew
+    /// with other first bytes (looked at only when there is something new: one
+    /// positioned read). Then [`Tailed::start_over`] comes before the next read.
+    pub fn refresh(&mut self) -> std::io::Result<bool> {
+        self.stat()?;
+        let grew = self.size > self.parser.offset();
+        Ok(self.size < self.parser.offset()
+            || self.restart
+            || self.size < self.fingerprint.len
+            || (grew && self.rewritten()?))
+    }
+
+    /// After a truncation: what the old content held goes to `out` (its identity is
+    /// still the old one: route it before asking for [`Tailed::route_parts`] again),
+    /// and reading starts over at 0 with a new first line to identify the file.
+    pub fn start_over(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        self.restart = false;
+        self.parser.finish(corr, opts, out);
+        let ctx = self.parser.context().clone();
+        self.retired = self.stats();
+        self.parser = FileParser::new((*self.meta).clone(), self.node, None);
+        self.parser.resume_at(0, raylog_parsers::parser::FileContext { last_timestamp: None, ..ctx });
+        self.fingerprint = Fingerprint::default();
+        self.ident_final = false;
+    }
+
+    /// Reads up to `budget` new bytes into the parser (as of the last
+    /// [`Tailed::refresh`]), emitting no record dated after `limit`.
     #[allow(clippy::too_many_arguments)]
     pub fn read(
         &mut self,
@@ -230,18 +287,6 @@ impl Tailed {
         out: &mut dyn FnMut(&Record<'_>),
     ) -> std::io::Result<ReadResult> {
         let mut res = ReadResult::default();
-        self.stat()?;
-        if self.size < self.parser.offset() {
-            // Truncated in place: what was there is gone; start over at 0.
-            self.parser.finish(corr, opts, out);
-            let ctx = self.parser.context().clone();
-            self.retired = self.stats();
-            self.parser = FileParser::new((*self.meta).clone(), self.node, None);
-            self.parser.resume_at(0, raylog_parsers::parser::FileContext { last_timestamp: None, ..ctx });
-            self.fingerprint = Fingerprint::default();
-            self.ident_final = false;
-            res.truncated = true;
-        }
         self.parser.set_limit(limit);
         let last_time = &mut self.last_time;
         let mut track = |r: &Record<'_>| {
@@ -277,7 +322,7 @@ impl Tailed {
             self.last_data = Instant::now();
             self.flushed = false;
             if self.fingerprint.len < FINGERPRINT_MAX && self.parser.offset() > self.fingerprint.len {
-                self.fingerprint = Fingerprint::read(&mut self.file, self.parser.offset())?;
+                self.fingerprint = Fingerprint::read_at(&self.file, self.parser.offset())?;
             }
         }
         Ok(res)

@@ -32,7 +32,9 @@ impl Rig {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
         let meta = Arc::new(classify(name, Some("session_x")));
-        let (t, _) = Tailed::open(path, meta, None, 0, Default::default(), None).unwrap();
+        let key = crate::agent::checkpoint::FileKey::of(&std::fs::metadata(&path).unwrap());
+        let (t, _) =
+            Tailed::open(path, key, meta, None, 0, Default::default(), None).unwrap().expect("the file is there");
         Rig { dir, t, corr: Correlator::new(), out: vec![] }
     }
 
@@ -46,6 +48,7 @@ impl Rig {
     fn read(&mut self, budget: u64) -> Vec<String> {
         let mut buf = vec![0u8; 64 << 10];
         let mut got = vec![];
+        assert!(!self.t.refresh().unwrap(), "not truncated");
         self.t
             .read(&mut buf, budget, None, &mut self.corr, &Options::default(), &mut |r| got.push(r.message.to_string()))
             .unwrap();

@@ -1,6 +1,9 @@
 //! The reader driven by hand, round by round: the descriptor cap holds while every
-//! file is read, and a closed file reopens where it stopped, with its identity, even
-//! after a rename while it was closed.
+//! file is read, a closed file reopens where it stopped, with its identity, and the
+//! three ways rotation used to send a file twice (M1: a rename's events split
+//! across rounds; M2: a closed file reopened by a path that now names another;
+//! M3: a listing that failed) each send every line once. The random interleavings
+//! of all of these are in `model_tests.rs`, on the same [`Rig`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,15 +15,30 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::agent::batch::Batch;
 
-struct Rig {
-    dir: PathBuf,
-    source: Source,
+/// A record as the sinks got it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Sent {
+    pub message: String,
+    pub offset: u64,
+    pub doc_id: u128,
+}
+
+pub(super) struct Rig {
+    pub dir: PathBuf,
+    pub source: Source,
     batches: mpsc::Receiver<(Arc<Batch>, Instant)>,
     _pending: mpsc::Receiver<crate::agent::pipeline::InFlight>,
 }
 
 impl Rig {
     fn new(tag: &str, max_open: usize) -> Rig {
+        Rig::with(tag, max_open, false)
+    }
+
+    /// A rig whose source believes inotify watches (`watched`): then only the
+    /// changes handed to [`Rig::round`] and the listings they ask for find files,
+    /// as in the agent, where the periodic listing is minutes away.
+    pub fn with(tag: &str, max_open: usize, watched: bool) -> Rig {
         let dir = std::env::temp_dir().join(format!("raylog-src-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ray/session_2026-11-30_09-00-00_000000_1/logs")).unwrap();
@@ -37,18 +55,29 @@ impl Rig {
         let metrics = Arc::new(Metrics::new(&["file"]));
         let shutdown = Arc::new(AtomicBool::new(false));
         let recycler = Recycler::new(1 << 20);
-        let source = Source::new(cfg, HashMap::new(), out, recycler, metrics, shutdown, false, max_open, false);
+        let source = Source::new(cfg, HashMap::new(), out, recycler, metrics, shutdown, false, max_open, watched);
         Rig { dir, source, batches, _pending: pending }
     }
 
-    fn logs(&self) -> PathBuf {
+    pub fn logs(&self) -> PathBuf {
         self.dir.join("ray/session_2026-11-30_09-00-00_000000_1/logs")
     }
 
     /// One pass of the reader's loop; returns the messages sent, checking the cap.
     fn round(&mut self, changes: Changes) -> Vec<String> {
+        self.round_sent(changes).into_iter().map(|s| s.message).collect()
+    }
+
+    /// [`Rig::round`] with each record's offset and document id.
+    pub fn round_sent(&mut self, changes: Changes) -> Vec<Sent> {
+        self.source.look(changes);
+        self.rest_of_round()
+    }
+
+    /// A round after its `look`: what the reader does once it has taken in the
+    /// changes (a test may change the files in between, as a writer can).
+    pub fn rest_of_round(&mut self) -> Vec<Sent> {
         let s = &mut self.source;
-        s.look(changes);
         s.read_round();
         assert!(s.table.open_count() <= s.max_open, "{} files open, cap {}", s.table.open_count(), s.max_open);
         s.flush_idle();
@@ -56,11 +85,17 @@ impl Rig {
         s.release_held(false);
         s.first_scan = false;
         s.cut(true);
+        self.sent()
+    }
+
+    /// The records cut into batches so far and not yet taken.
+    pub fn sent(&mut self) -> Vec<Sent> {
         let mut got = vec![];
         while let Ok((b, _)) = self.batches.try_recv() {
             for e in &b.entries {
                 let v: serde_json::Value = serde_json::from_str(b.json_of(e)).unwrap();
-                got.push(v["message"].as_str().unwrap().to_string());
+                let message = v["message"].as_str().unwrap().to_string();
+                got.push(Sent { message, offset: e.offset, doc_id: e.doc_id });
             }
         }
         got
@@ -77,22 +112,44 @@ impl Drop for Rig {
     }
 }
 
-fn write(path: &Path, text: &str) {
+pub(super) fn write(path: &Path, text: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
     f.write_all(text.as_bytes()).unwrap();
 }
 
-fn settle(rig: &mut Rig, want: usize) -> Vec<String> {
+/// Rounds with no news, a fixed number of them: what is sent late (or a second
+/// time) shows up, rather than the loop stopping at the first count it wanted.
+fn rounds(rig: &mut Rig, n: usize) -> Vec<Sent> {
     let mut got = vec![];
-    for _ in 0..200 {
+    for _ in 0..n {
         std::thread::sleep(Duration::from_millis(2));
-        got.extend(rig.round(Changes::default()));
-        if got.len() >= want {
-            break;
-        }
+        got.extend(rig.round_sent(Changes::default()));
     }
     got
+}
+
+fn settle(rig: &mut Rig) -> Vec<String> {
+    rounds(rig, 30).into_iter().map(|s| s.message).collect()
+}
+
+fn everything() -> Changes {
+    Changes { everything: true, ..Default::default() }
+}
+
+fn paths(p: &[&Path]) -> Changes {
+    Changes { paths: p.iter().map(|p| p.to_path_buf()).collect(), everything: false }
+}
+
+/// The document id the agent gives the record at `offset` of the file `key` whose
+/// first line is `first_line`, whatever happened to the file.
+fn doc_id(key: FileKey, first_line: &str, offset: u64, message: &str) -> u128 {
+    let identity = crate::agent::enrich::route::identity(key, crate::agent::fnv::hash64(first_line.as_bytes()));
+    doc_id_from(crate::agent::batch::doc_id_seed(&identity), offset, message)
+}
+
+fn worker(n: u32) -> String {
+    format!("worker-{:056x}-01000000-{}.out", 0xa000 + n, 40_000 + n)
 }
 
 #[test]
@@ -102,8 +159,8 @@ fn at_the_cap_every_file_is_still_read_once() {
         let name = format!("worker-{:056x}-01000000-{}.out", 0xc000 + i, 30_000 + i);
         write(&rig.logs().join(name), &format!("line a of {i}\nline b of {i}\n"));
     }
-    let mut got = rig.round(Changes { everything: true, ..Default::default() });
-    got.extend(settle(&mut rig, 100));
+    let mut got = rig.round(everything());
+    got.extend(settle(&mut rig));
     got.sort();
     let mut want: Vec<String> = (0..50).flat_map(|i| [format!("line a of {i}"), format!("line b of {i}")]).collect();
     want.sort();
@@ -121,8 +178,8 @@ fn a_closed_file_reopens_where_it_stopped_even_renamed_meanwhile() {
     let file = rig.logs().join(&name);
     let line = |n: u32| format!("line {n}\n");
     write(&file, &(0..3).map(line).collect::<String>());
-    let mut got = rig.round(Changes { everything: true, ..Default::default() });
-    got.extend(settle(&mut rig, 3));
+    let mut got = rig.round(everything());
+    got.extend(settle(&mut rig));
     assert_eq!(got.len(), 3, "{got:?}");
     let key = rig.key_of(&file);
     let ident = rig.source.table.get(&key).and_then(|t| t.open.as_ref()).and_then(|o| o.ident());
@@ -135,8 +192,8 @@ fn a_closed_file_reopens_where_it_stopped_even_renamed_meanwhile() {
     std::fs::rename(&file, &rotated).unwrap();
     write(&rotated, &line(3));
     write(&file, &line(4));
-    let mut got = rig.round(Changes { paths: vec![file.clone(), rotated.clone()], everything: false });
-    got.extend(settle(&mut rig, 2));
+    let mut got = rig.round(paths(&[&file, &rotated]));
+    got.extend(settle(&mut rig));
     got.sort();
     assert_eq!(got, ["line 3", "line 4"], "the old lines are not read again");
     let t = rig.source.table.get(&key).unwrap();
@@ -150,16 +207,107 @@ fn counters_keep_counting_across_a_copy_truncate() {
     let path = rig.logs().join(format!("worker-{:056x}-01000000-4343.out", 0xbeef));
     let lines: String = (0..50).map(|i| format!("before truncation {i}\n")).collect();
     write(&path, &lines);
-    let mut got = rig.round(Changes { everything: true, ..Default::default() });
-    got.extend(settle(&mut rig, 50));
+    let mut got = rig.round(everything());
+    got.extend(settle(&mut rig));
     assert_eq!(got.len(), 50);
     let read = |rig: &Rig| rig.source.metrics.lines_read.load(Relaxed);
     assert_eq!(read(&rig), 50);
     // Copy-truncate: the file is emptied in place, then written again from 0.
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
     write(&path, "after 1\nafter 2\nafter 3\n");
-    let mut got = rig.round(Changes { paths: vec![path.clone()], everything: false });
-    got.extend(settle(&mut rig, 3));
+    let mut got = rig.round(paths(&[&path]));
+    got.extend(settle(&mut rig));
     assert_eq!(got, ["after 1", "after 2", "after 3"]);
     assert_eq!(read(&rig), 53, "the replaced parser's 50 lines stay counted");
+}
+
+/// Every record of `got` once, with the offset and document id of where it was
+/// written: `want` is (message, offset, file key, first line of that file).
+fn assert_once(got: &[Sent], want: &[(&str, u64, FileKey, &str)]) {
+    let mut got: Vec<(String, u64, u128)> = got.iter().map(|s| (s.message.clone(), s.offset, s.doc_id)).collect();
+    got.sort();
+    let mut want: Vec<(String, u64, u128)> =
+        want.iter().map(|(m, o, k, first)| (m.to_string(), *o, doc_id(*k, first, *o, m))).collect();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+/// M1: rotation's events (`x` moved away and created anew; `x.1` moved in) reach the
+/// reader in two rounds. The old file, read to its end, must not be forgotten while
+/// its new name is still to come, and so must not be read again from 0 under it.
+#[test]
+fn m1_a_rename_whose_events_land_in_two_rounds_is_read_once() {
+    let mut rig = Rig::with("m1", 8, true);
+    let x = rig.logs().join(worker(1));
+    let x1 = rig.logs().join(format!("{}.1", worker(1)));
+    write(&x, "old 0\nold 1\nold 2\n");
+    let mut got = rig.round_sent(everything());
+    got.extend(rounds(&mut rig, 5));
+    assert_eq!(got.len(), 3, "read and flushed before the rotation: {got:?}");
+    let a = rig.key_of(&x);
+    // Ray renames `x`; its half of the events comes first, before `x` is made anew.
+    std::fs::rename(&x, &x1).unwrap();
+    got.extend(rig.round_sent(paths(&[&x])));
+    got.extend(rounds(&mut rig, 5));
+    write(&x, "new 0\n");
+    let b = rig.key_of(&x);
+    got.extend(rig.round_sent(paths(&[&x1, &x])));
+    got.extend(rounds(&mut rig, 30));
+    let want =
+        [("old 0", 0, a, "old 0"), ("old 1", 6, a, "old 0"), ("old 2", 12, a, "old 0"), ("new 0", 0, b, "new 0")];
+    assert_once(&got, &want);
+}
+
+/// M2: a file closed at the cap is due to be read again, and its path is rotated to
+/// another file before the reader opens it. Opening the path would read the new
+/// file under the old one's identity (and then again under its own), and lose the
+/// old file's unread tail.
+#[test]
+fn m2_a_closed_file_is_not_reopened_through_a_path_that_names_another() {
+    let mut rig = Rig::with("m2", 8, true);
+    let x = rig.logs().join(worker(2));
+    let x1 = rig.logs().join(format!("{}.1", worker(2)));
+    write(&x, "old 0\nold 1\nold 2\n");
+    let mut got = rig.round_sent(everything());
+    got.extend(rounds(&mut rig, 5));
+    let a = rig.key_of(&x);
+    rig.source.close(a);
+    write(&x, "old 3\n");
+    // The write is taken in; the writer rotates before the reader gets to it.
+    rig.source.look(paths(&[&x]));
+    std::fs::rename(&x, &x1).unwrap();
+    write(&x, "new 0\nnew 1\nnew 2\nnew 3\nnew 4\n");
+    let b = rig.key_of(&x);
+    got.extend(rig.rest_of_round());
+    got.extend(rounds(&mut rig, 5));
+    got.extend(rig.round_sent(paths(&[&x, &x1])));
+    got.extend(rounds(&mut rig, 30));
+    let old = |i: u64| (["old 0", "old 1", "old 2", "old 3"][i as usize], 6 * i, a, "old 0");
+    let new = |i: u64| (["new 0", "new 1", "new 2", "new 3", "new 4"][i as usize], 6 * i, b, "new 0");
+    let want: Vec<_> = (0..4).map(old).chain((0..5).map(new)).collect();
+    assert_once(&got, &want);
+}
+
+/// M3: a listing that cannot read a logs dir (out of descriptors, say) must not take
+/// its files for vanished: the next listing would then track them anew, from 0.
+#[test]
+fn m3_a_listing_that_fails_forgets_nothing() {
+    let mut rig = Rig::with("m3", 8, true);
+    let x = rig.logs().join(worker(3));
+    let y = rig.logs().join(worker(4));
+    write(&x, "x 0\nx 1\n");
+    write(&y, "y 0\n");
+    let mut got = rig.round_sent(everything());
+    got.extend(rounds(&mut rig, 5));
+    let (a, b) = (rig.key_of(&x), rig.key_of(&y));
+    rig.source.close(b);
+    rig.source.list_fault = Some(rig.logs());
+    got.extend(rig.round_sent(everything()));
+    got.extend(rounds(&mut rig, 5));
+    rig.source.list_fault = None;
+    write(&x, "x 2\n");
+    got.extend(rig.round_sent(everything()));
+    got.extend(rounds(&mut rig, 30));
+    assert_once(&got, &[("x 0", 0, a, "x 0"), ("x 1", 4, a, "x 0"), ("x 2", 8, a, "x 0"), ("y 0", 0, b, "y 0")]);
+    assert_eq!(rig.source.table.len(), 2, "both files still tracked");
 }
