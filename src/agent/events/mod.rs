@@ -142,8 +142,7 @@ pub async fn start(
 ) -> Result<Events, EventsError> {
     let delivered = Arc::new(Delivered::default());
     let cursor = cfg.forward_to.as_ref().map(|_| forward::load_cursor(&cfg.spool_dir).unwrap_or_default());
-    let at = |k: FileKey| resume.get(&k).map(|cp| cp.offset);
-    let spool = Spool::open(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), &at, cursor)?;
+    let spool = Spool::open(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), resume, cursor)?;
     let spool = Arc::new(Mutex::new(spool));
     let listener = tokio::net::TcpListener::bind(cfg.address)
         .await

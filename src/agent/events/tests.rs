@@ -34,8 +34,9 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-fn open(dir: &Path, max: u64, delivered: &Arc<Delivered>, at: &dyn Fn(FileKey) -> Option<u64>) -> Spool {
-    Spool::open(dir, max, delivered.clone(), at, None).unwrap()
+fn open(dir: &Path, max: u64, delivered: &Arc<Delivered>, saved: &[FileCheckpoint]) -> Spool {
+    let saved = saved.iter().map(|cp| (cp.key, cp.clone())).collect();
+    Spool::open(dir, max, delivered.clone(), &saved, None).unwrap()
 }
 
 fn segments(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -61,10 +62,11 @@ fn spooled_events(dir: &Path) -> Vec<serde_json::Value> {
     v
 }
 
-fn checkpoint(key: FileKey, offset: u64) -> FileCheckpoint {
+/// The checkpoint the source gives file `key` holding `file`, delivered to `offset`.
+fn checkpoint(key: FileKey, file: &[u8], offset: u64) -> FileCheckpoint {
     FileCheckpoint {
         key,
-        fingerprint: Fingerprint::default(),
+        fingerprint: fingerprint(file),
         offset,
         context: None,
         last_time_ns: None,
@@ -81,7 +83,7 @@ fn key_of(p: &Path) -> FileKey {
 fn every_real_post_is_spooled_event_for_event() {
     let dir = scratch("real");
     let delivered = Arc::new(Delivered::default());
-    let mut spool = open(&dir, 1 << 30, &delivered, &|_| None);
+    let mut spool = open(&dir, 1 << 30, &delivered, &[]);
     let mut want = vec![];
     for body in posts() {
         let (lines, n) = spool_lines(&body, &post_id(), MAX_LINE).unwrap().unwrap();
@@ -100,7 +102,7 @@ fn a_torn_post_is_cut_off_at_restart_and_complete_ones_stay() {
     let dir = scratch("torn");
     let delivered = Arc::new(Delivered::default());
     let bodies = posts();
-    let mut spool = open(&dir, 1 << 30, &delivered, &|_| None);
+    let mut spool = open(&dir, 1 << 30, &delivered, &[]);
     let (first, _) = spool_lines(&bodies[1], &post_id(), MAX_LINE).unwrap().unwrap();
     spool.append(&first).unwrap();
     let (second, n) = spool_lines(&bodies[2], &post_id(), MAX_LINE).unwrap().unwrap();
@@ -114,7 +116,7 @@ fn a_torn_post_is_cut_off_at_restart_and_complete_ones_stay() {
     std::fs::OpenOptions::new().append(true).open(&seg).unwrap().write_all(&second[..cut]).unwrap();
     assert_eq!(complete_posts(&std::fs::read(&seg).unwrap()), first.len() as u64);
 
-    let spool = open(&dir, 1 << 30, &delivered, &|_| None);
+    let spool = open(&dir, 1 << 30, &delivered, &[]);
     assert_eq!(std::fs::read(&seg).unwrap(), first, "cut back to the end of the first post");
     let segs = segments(&dir);
     assert_eq!(segs.len(), 2, "a new segment for this run");
@@ -127,8 +129,11 @@ fn a_torn_post_is_cut_off_at_restart_and_complete_ones_stay() {
     let seg2 = dir.join(&name2);
     std::fs::OpenOptions::new().append(true).open(&seg2).unwrap().write_all(&second[..cut]).unwrap();
     let k2 = key_of(&seg2);
-    let _spool = open(&dir, 1 << 30, &delivered, &|k| (k == k2).then_some(cut as u64));
-    assert_eq!(std::fs::read(&seg2).unwrap().len(), cut);
+    // Delivered past the last complete post (at 0), not to the end: kept, uncut.
+    let at = cut as u64 - 5;
+    let spool = open(&dir, 1 << 30, &Arc::new(Delivered::default()), &[checkpoint(k2, &second[..cut], at)]);
+    assert_eq!(std::fs::read(&seg2).unwrap(), &second[..cut]);
+    assert_eq!(spool.pending(), first.len() as u64 + 5, "the first post, and the 5 bytes not yet delivered");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -137,7 +142,7 @@ fn the_bound_refuses_until_what_was_delivered_is_deleted() {
     let dir = scratch("bound");
     let delivered = Arc::new(Delivered::default());
     let bodies = posts();
-    let mut spool = open(&dir, 64 << 10, &delivered, &|_| None);
+    let mut spool = open(&dir, 64 << 10, &delivered, &[]);
     let mut sizes = 0u64;
     let full = loop {
         let (lines, _) = spool_lines(&bodies[3], &post_id(), MAX_LINE).unwrap().unwrap();
@@ -153,17 +158,17 @@ fn the_bound_refuses_until_what_was_delivered_is_deleted() {
     // Restart: the old segment is sealed. The sinks acknowledge half of it: still full.
     let (name, bytes) = segments(&dir).pop().unwrap();
     let key = key_of(&dir.join(&name));
-    let mut spool = open(&dir, 64 << 10, &delivered, &|_| None);
+    let mut spool = open(&dir, 64 << 10, &delivered, &[]);
     let (lines, _) = spool_lines(&bodies[3], &post_id(), MAX_LINE).unwrap().unwrap();
     let (size, post) = (bytes.len() as u64, lines.len() as u64);
     let part = size + post - (64 << 10) - 1;
     assert!(part > 0 && part < size);
-    delivered.note(&checkpoint(key, part));
+    delivered.note(&checkpoint(key, &bytes, part));
     assert!(matches!(spool.append(&lines), Err(SpoolError::Full { .. })), "one byte short of room");
     assert_eq!(spool.pending(), size - part);
     assert!(dir.join(&name).exists(), "partly delivered: kept");
     // All of it acknowledged: deleted, and there is room again.
-    delivered.note(&checkpoint(key, bytes.len() as u64));
+    delivered.note(&checkpoint(key, &bytes, bytes.len() as u64));
     spool.append(&lines).unwrap();
     spool.clean(); // the janitor's round
     assert!(!dir.join(&name).exists(), "a delivered sealed segment is deleted");
@@ -201,8 +206,9 @@ async fn receiver(
     max_line: usize,
 ) -> (SocketAddr, Arc<Mutex<Spool>>, Arc<Metrics>, PathBuf) {
     let dir = scratch(tag);
-    let spool =
-        Arc::new(Mutex::new(Spool::open(&dir, max_spool, Arc::new(Delivered::default()), &|_| None, None).unwrap()));
+    let spool = Arc::new(Mutex::new(
+        Spool::open(&dir, max_spool, Arc::new(Delivered::default()), &HashMap::new(), None).unwrap(),
+    ));
     let metrics = Arc::new(Metrics::new(&["s"]));
     metrics.events.enabled.store(true, Relaxed);
     let app =
@@ -294,7 +300,7 @@ async fn the_forwarder_sends_every_post_byte_for_byte_retrying_and_skipping_refu
     let bodies = posts();
     let dir = scratch("fwd");
     let delivered = Arc::new(Delivered::default());
-    let spool = Spool::open(&dir, 1 << 30, delivered.clone(), &|_| None, Some(Cursor::default())).unwrap();
+    let spool = Spool::open(&dir, 1 << 30, delivered.clone(), &HashMap::new(), Some(Cursor::default())).unwrap();
     let spool = Arc::new(Mutex::new(spool));
     // 503 then a reset-like 500 are retried; the 400 drops the 3rd post.
     let (url, got) = target(vec![200, 503, 500, 200, 400]).await;
@@ -413,5 +419,105 @@ async fn an_event_past_max_line_bytes_is_refused_with_413_and_nothing_is_spooled
     let (message, uncut, event_type) = &records[0];
     assert!(*uncut && message.starts_with("TASK_LIFECYCLE_EVENT"), "{}", &message[..100.min(message.len())]);
     assert_eq!(event_type.as_deref(), Some("TASK_LIFECYCLE_EVENT"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The fingerprint the source gives a file whose first bytes are `bytes`.
+fn fingerprint(bytes: &[u8]) -> Fingerprint {
+    let len = bytes.len().min(crate::agent::checkpoint::FINGERPRINT_MAX as usize);
+    Fingerprint { len: len as u64, hash: crate::agent::fnv::hash64(&bytes[..len]) }
+}
+
+/// A segment `ray_events-…1` holding one real post, sealed by a restart (so the
+/// janitor may delete it), the spool, and the segment's path and bytes.
+fn sealed_segment(tag: &str, delivered: &Arc<Delivered>) -> (PathBuf, Spool, PathBuf, Vec<u8>) {
+    let dir = scratch(tag);
+    let mut spool = open(&dir, 1 << 30, &Arc::new(Delivered::default()), &[]);
+    let (lines, _) = spool_lines(&posts()[1], &post_id(), MAX_LINE).unwrap().unwrap();
+    spool.append(&lines).unwrap();
+    drop(spool);
+    let (name, bytes) = segments(&dir).remove(0);
+    assert_eq!(bytes, lines);
+    let spool = open(&dir, 1 << 30, delivered, &[]);
+    (dir.clone(), spool, dir.join(name), bytes)
+}
+
+/// What an old, deleted segment that had the same inode held: another post.
+fn other_segment() -> Vec<u8> {
+    spool_lines(&posts()[1], &post_id(), MAX_LINE).unwrap().unwrap().0
+}
+
+#[test]
+fn a_checkpoint_of_a_deleted_segment_does_not_deliver_the_new_one_on_its_inode() {
+    let delivered = Arc::new(Delivered::default());
+    let (dir, mut spool, seg, bytes) = sealed_segment("reuse-note", &delivered);
+    let key = key_of(&seg);
+    let size = bytes.len() as u64;
+    // The deleted segment's acknowledgement arrives with the new one's (dev, ino).
+    let old = other_segment();
+    assert_ne!(fingerprint(&old), fingerprint(&bytes));
+    delivered.note(&checkpoint(key, &old, old.len() as u64 + size));
+    spool.clean();
+    assert!(seg.exists(), "not delivered: kept");
+    assert_eq!(spool.pending(), size);
+    // Its own acknowledgement, up to its end, does delete it.
+    delivered.note(&checkpoint(key, &bytes, size));
+    spool.clean();
+    assert!(!seg.exists(), "delivered: deleted");
+    assert_eq!(spool.pending(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_saved_checkpoint_of_a_deleted_segment_does_not_deliver_the_new_one_at_start() {
+    let delivered = Arc::new(Delivered::default());
+    let (dir, spool, seg, bytes) = sealed_segment("reuse-open", &delivered);
+    drop(spool);
+    let key = key_of(&seg);
+    let size = bytes.len() as u64;
+    // The checkpoints of the last run hold the deleted segment's under this inode.
+    let old = other_segment();
+    let spool = open(&dir, 1 << 30, &Arc::new(Delivered::default()), &[checkpoint(key, &old, size)]);
+    assert!(seg.exists(), "not delivered: kept");
+    assert_eq!(spool.pending(), size);
+    assert_eq!(std::fs::read(&seg).unwrap(), bytes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn acknowledgements_of_the_segment_being_written_count_only_with_its_own_first_bytes() {
+    let dir = scratch("grow");
+    let delivered = Arc::new(Delivered::default());
+    let mut spool = open(&dir, 1 << 30, &delivered, &[]);
+    let (name, _) = segments(&dir).remove(0);
+    let key = key_of(&dir.join(&name));
+    let post = |i: usize| {
+        let body = format!(r#"[{{"eventType":"NODE_LIFECYCLE_EVENT","eventId":"{i}"}}]"#);
+        spool_lines(body.as_bytes(), &post_id(), MAX_LINE).unwrap().unwrap().0
+    };
+    let mut written = vec![];
+    for i in 0..20 {
+        let lines = post(i);
+        spool.append(&lines).unwrap();
+        written.extend_from_slice(&lines);
+        // What the source read and fingerprinted, acknowledged: it counts.
+        delivered.note(&checkpoint(key, &written, written.len() as u64));
+        assert_eq!(spool.pending(), 0, "after post {i}");
+    }
+    assert!(written.len() as u64 > crate::agent::checkpoint::FINGERPRINT_MAX, "past what a fingerprint covers");
+    let lines = post(20);
+    spool.append(&lines).unwrap();
+    let end = (written.len() + lines.len()) as u64;
+    written.extend_from_slice(&lines);
+    // A fingerprint of nothing, or of other bytes, proves nothing.
+    let blind = FileCheckpoint { fingerprint: Fingerprint::default(), ..checkpoint(key, &written, end) };
+    let mut other = written.clone();
+    other[10] ^= 1;
+    for cp in [blind, checkpoint(key, &other, end)] {
+        delivered.note(&cp);
+        assert_eq!(spool.pending(), lines.len() as u64, "{cp:?}");
+    }
+    delivered.note(&checkpoint(key, &written, end));
+    assert_eq!(spool.pending(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
