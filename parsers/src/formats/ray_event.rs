@@ -80,7 +80,13 @@ fn event_members<'a>(event: &'a str, d: &mut Draft<'a>, seen: &mut Seen<'a>) -> 
     let mut top_node = None;
     let mut message = "";
     let ok = members(event, |k, v| match k {
-        "eventType" | "event_type" => seen.event_type = v.plain_str().unwrap_or(""),
+        // The first one stated, as the receiver checks it: a later empty or
+        // non-string duplicate must not turn an accepted event into plain text.
+        "eventType" | "event_type" => {
+            if seen.event_type.is_empty() {
+                seen.event_type = v.plain_str().unwrap_or("");
+            }
+        }
         "timestamp" => match v.plain_str().and_then(rfc3339) {
             Some(Ok(t)) => d.timestamp = Some(t),
             Some(Err(OutOfRange)) => d.time_out_of_range = true,
@@ -298,5 +304,7 @@ fn number(t: &str) -> Option<Option<i128>> {
     (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse().ok())
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,8 @@ use super::spool::{complete_posts, post_id, Cursor, Delivered, Spool, SpoolError
 use super::*;
 use crate::agent::checkpoint::Fingerprint;
 
+mod fuzz;
+
 /// `source.max_line_bytes` by default.
 const MAX_LINE: usize = raylog_parsers::parser::DEFAULT_MAX_LINE_BYTES;
 
