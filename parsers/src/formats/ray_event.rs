@@ -82,11 +82,8 @@ fn event_members<'a>(event: &'a str, d: &mut Draft<'a>, seen: &mut Seen<'a>) -> 
     let ok = members(event, |k, v| match k {
         // The first one stated, as the receiver checks it: a later empty or
         // non-string duplicate must not turn an accepted event into plain text.
-        "eventType" | "event_type" => {
-            if seen.event_type.is_empty() {
-                seen.event_type = v.plain_str().unwrap_or("");
-            }
-        }
+        "eventType" | "event_type" if seen.event_type.is_empty() => seen.event_type = v.plain_str().unwrap_or(""),
+        "eventType" | "event_type" => {}
         "timestamp" => match v.plain_str().and_then(rfc3339) {
             Some(Ok(t)) => d.timestamp = Some(t),
             Some(Err(OutOfRange)) => d.time_out_of_range = true,
