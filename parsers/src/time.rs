@@ -95,6 +95,15 @@ impl Civil {
         let secs = days * 86_400 + (self.hour * 3600 + self.minute * 60 + self.second) as i64;
         secs.checked_mul(NANOS_PER_SEC)?.checked_add(self.nanos as i64).map(Timestamp)
     }
+
+    /// Nanoseconds since the epoch of this time read as UTC, exact for any civil time
+    /// (`i128` cannot overflow here), so that a caller can apply a written offset
+    /// before the range is checked ([`Timestamp::from_nanos_i128`]).
+    pub fn utc_nanos(&self) -> i128 {
+        let clock = self.hour as i64 * 3600 + self.minute as i64 * 60 + self.second as i64;
+        let secs = days_from_civil(self.year, self.month, self.day) * 86_400 + clock;
+        secs as i128 * NANOS_PER_SEC as i128 + self.nanos as i128
+    }
 }
 
 const NANOS_PER_SEC: i64 = 1_000_000_000;
@@ -232,7 +241,7 @@ impl Timestamp {
     }
 
     /// From nanoseconds as `i128` (jiff's unit), `None` outside the `i64` range.
-    fn from_nanos_i128(ns: i128) -> Option<Timestamp> {
+    pub fn from_nanos_i128(ns: i128) -> Option<Timestamp> {
         i64::try_from(ns).ok().map(Timestamp)
     }
 

@@ -47,7 +47,9 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<()> {
     }
     let events = match &cfg.events {
         Some(ec) => {
-            let ev = crate::agent::events::start(ec, &cfg.retry, &resume, metrics.clone()).await?;
+            let ev =
+                crate::agent::events::start(ec, &cfg.retry, &resume, metrics.clone(), cfg.source.parse.max_line_bytes)
+                    .await?;
             tracing::info!(bound = %ev.bound, spool = %ec.spool_dir.display(), forward_to = ?ec.forward_to.as_ref().map(|u| u.as_str()), "receiving Ray's events");
             store.observe(ev.delivered.clone());
             // The spool is read like a logs dir.

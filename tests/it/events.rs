@@ -201,6 +201,10 @@ fn accepted_events_survive_sigkill_and_reach_the_sink_with_the_logs_ids() {
     }
     let want = posted_ids();
     env.wait_for("every posted event", |e| e.events().len() == want.len());
+    // The first run's segment, sealed by the restart, is deleted once delivered: the
+    // source's checkpoints name its inode and fingerprint its first bytes.
+    let first = env.root.join("state/ray_events/ray_events-000000000001.ndjson");
+    env.wait_for("the first run's segment, delivered, to be deleted", |_| !first.exists());
     stop(agent);
     let got = env.events();
     assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), want);

@@ -27,7 +27,7 @@ use crate::id::{id_from_base64, Id};
 use crate::ids_in_text::IdKind;
 use crate::json::{elements, members, Value};
 use crate::record::{FieldValue, Level};
-use crate::time::{parse_civil, Timestamp, Zone};
+use crate::time::{parse_civil, OutOfRange, Timestamp};
 
 /// What one event says, gathered while walking it, before the message is written.
 #[derive(Default)]
@@ -80,8 +80,15 @@ fn event_members<'a>(event: &'a str, d: &mut Draft<'a>, seen: &mut Seen<'a>) -> 
     let mut top_node = None;
     let mut message = "";
     let ok = members(event, |k, v| match k {
-        "eventType" | "event_type" => seen.event_type = v.plain_str().unwrap_or(""),
-        "timestamp" => d.timestamp = v.plain_str().and_then(rfc3339),
+        // The first one stated, as the receiver checks it: a later empty or
+        // non-string duplicate must not turn an accepted event into plain text.
+        "eventType" | "event_type" if seen.event_type.is_empty() => seen.event_type = v.plain_str().unwrap_or(""),
+        "eventType" | "event_type" => {}
+        "timestamp" => match v.plain_str().and_then(rfc3339) {
+            Some(Ok(t)) => d.timestamp = Some(t),
+            Some(Err(OutOfRange)) => d.time_out_of_range = true,
+            None => {}
+        },
         "severity" => d.level = v.plain_str().and_then(|s| Level::from_name(s.as_bytes())),
         "nodeId" | "node_id" => top_node = v.plain_str().and_then(|s| id_from_base64(s.as_bytes())),
         "sourceType" | "source_type" => d.fields.push("source_type", v.to_field()),
@@ -260,23 +267,41 @@ fn write_message(seen: &Seen<'_>, out: &mut String) -> Option<usize> {
     Some(at)
 }
 
-/// `2026-12-01T19:43:30.951541831Z` (or with a `±hh:mm` offset) as a timestamp.
-pub fn rfc3339(s: &str) -> Option<Timestamp> {
+/// `2026-12-01T19:43:30.951541831Z` (or with a `±hh:mm` offset) as a timestamp,
+/// like [`Timestamp::parse_epoch`]: `None` when `s` is not such a time,
+/// [`OutOfRange`] when it is one no `Timestamp` holds. The offset is applied in
+/// `i128` before the range is checked: a time near an edge is kept exactly, and a
+/// nonsense offset (`+99999999999:00`) is flagged, never wrapped into another year.
+pub fn rfc3339(s: &str) -> Option<Result<Timestamp, OutOfRange>> {
     let (civil, used) = parse_civil(s.as_bytes())?;
-    let utc = Zone::Utc.to_utc(civil)?;
     let rest = &s[used..];
-    if rest == "Z" || rest.is_empty() {
-        return Some(utc);
-    }
-    let sign = match rest.as_bytes().first()? {
-        b'+' => 1,
-        b'-' => -1,
+    let utc = civil.utc_nanos();
+    let at = match rest.as_bytes() {
+        [] | [b'Z' | b'z'] => Some(utc),
+        [sign @ (b'+' | b'-'), ..] => {
+            let (h, m) = rest[1..].split_once(':')?;
+            // Each number on its own is in range or not: `None` of `number` is not a
+            // time, `Some(None)` one too large for any i128 arithmetic.
+            let (h, m) = (number(h)?, number(m)?);
+            let minutes = h.and_then(|h| h.checked_mul(60)).zip(m).and_then(|(h, m)| h.checked_add(m));
+            let offset = minutes.and_then(|m| m.checked_mul(60_000_000_000));
+            match sign {
+                b'+' => offset.and_then(|o| utc.checked_sub(o)),
+                _ => offset.and_then(|o| utc.checked_add(o)),
+            }
+        }
         _ => return None,
     };
-    let (h, m) = rest[1..].split_once(':')?;
-    let offset = (h.parse::<i64>().ok()? * 60 + m.parse::<i64>().ok()?) * 60_000_000_000;
-    Some(Timestamp(utc.0.checked_sub(sign * offset)?))
+    Some(at.and_then(Timestamp::from_nanos_i128).ok_or(OutOfRange))
 }
 
+/// ASCII digits as a number: `None` for anything else (signs included), `Some(None)`
+/// for more digits than an `i128` holds.
+fn number(t: &str) -> Option<Option<i128>> {
+    (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse().ok())
+}
+
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

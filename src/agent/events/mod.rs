@@ -43,17 +43,20 @@ pub struct EventMetrics {
     pub enabled: AtomicBool,
     pub posts: AtomicU64,
     pub events_accepted: AtomicU64,
-    /// By reason: malformed (400/415), spool_full (503), io (500).
-    pub refused: [AtomicU64; 3],
+    /// By reason: malformed (400/415), spool_full (503), io (500),
+    /// event_too_large (413: an event over `source.max_line_bytes`).
+    pub refused: [AtomicU64; 4],
     pub spool_bytes: AtomicI64,
     pub forwarded: AtomicU64,
     pub forward_retries: AtomicU64,
     pub forward_dropped: AtomicU64,
     /// A spool write failure was logged (once per run).
     pub io_error_logged: AtomicBool,
+    /// An event over `source.max_line_bytes` was logged (once per run).
+    pub too_long_logged: AtomicBool,
 }
 
-const REFUSED: [&str; 3] = ["malformed", "spool_full", "io"];
+const REFUSED: [&str; 4] = ["malformed", "spool_full", "io", "event_too_large"];
 
 impl EventMetrics {
     pub fn count_refused(&self, reason: &str) {
@@ -127,17 +130,19 @@ impl Events {
 }
 
 /// Opens the spool (recovering it with the checkpoints in `resume`), binds the
-/// receiver and starts the forwarder and the spool's janitor.
+/// receiver and starts the forwarder and the spool's janitor. `max_line_bytes` is
+/// `source.max_line_bytes`: an event whose spool line is longer is refused (413)
+/// rather than spooled for the source to cut.
 pub async fn start(
     cfg: &EventsConfig,
     retry: &RetryConfig,
     resume: &HashMap<FileKey, FileCheckpoint>,
     metrics: Arc<Metrics>,
+    max_line_bytes: usize,
 ) -> Result<Events, EventsError> {
     let delivered = Arc::new(Delivered::default());
     let cursor = cfg.forward_to.as_ref().map(|_| forward::load_cursor(&cfg.spool_dir).unwrap_or_default());
-    let at = |k: FileKey| resume.get(&k).map(|cp| cp.offset);
-    let spool = Spool::open(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), &at, cursor)?;
+    let spool = Spool::open(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), resume, cursor)?;
     let spool = Arc::new(Mutex::new(spool));
     let listener = tokio::net::TcpListener::bind(cfg.address)
         .await
@@ -145,7 +150,7 @@ pub async fn start(
     let bound = listener.local_addr().map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
     metrics.events.enabled.store(true, Relaxed);
     let appended = Arc::new(tokio::sync::Notify::new());
-    let app = receiver::router(spool.clone(), metrics.clone(), appended.clone(), cfg.max_body_bytes);
+    let app = receiver::router(spool.clone(), metrics.clone(), appended.clone(), cfg.max_body_bytes, max_line_bytes);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "the event receiver stopped");

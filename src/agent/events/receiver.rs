@@ -7,7 +7,10 @@
 //! - 200 once the events are in the spool and fsynced;
 //! - 400 with the reason for a body that is not a JSON array of Ray events (a
 //!   retry cannot fix it; nothing of it is kept);
-//! - 413 for a body over `events.max_body_bytes`;
+//! - 413 for a body over `events.max_body_bytes`, or holding an event whose spool
+//!   line would be longer than `source.max_line_bytes` (the source would cut it:
+//!   nothing of the post is kept, the answer names the element, its size and the
+//!   limit, and Ray's retry is taken once the limit is raised);
 //! - 415 for a declared content type that is not JSON;
 //! - 503 while the spool is over `events.spool_max_bytes` (the sinks or the
 //!   forward target are behind), with `Retry-After`;
@@ -32,6 +35,8 @@ struct Shared {
     metrics: Arc<crate::agent::metrics::Metrics>,
     /// Wakes the forwarder after an append.
     appended: Arc<tokio::sync::Notify>,
+    /// `source.max_line_bytes`: the longest spool line the source reads whole.
+    max_line: usize,
 }
 
 /// The routes: POST on `/` (what Ray uses) or any path.
@@ -40,12 +45,13 @@ pub fn router(
     metrics: Arc<crate::agent::metrics::Metrics>,
     appended: Arc<tokio::sync::Notify>,
     max_body: u64,
+    max_line: usize,
 ) -> Router {
     Router::new()
         .route("/", post(receive))
         .route("/{*path}", post(receive))
         .layer(DefaultBodyLimit::max(max_body.min(usize::MAX as u64) as usize))
-        .with_state(Shared { spool, metrics, appended })
+        .with_state(Shared { spool, metrics, appended, max_line })
 }
 
 fn m(s: &Shared) -> &EventMetrics {
@@ -65,10 +71,17 @@ async fn receive(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Re
         }
     }
     let post = super::spool::post_id();
-    let (lines, events) = match spool_lines(&body, &post) {
+    let (lines, events) = match spool_lines(&body, &post, s.max_line) {
         Ok(Some(x)) => x,
         Ok(None) => return StatusCode::OK.into_response(),
-        Err(why) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", why),
+        Err(Refusal::Malformed(why)) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", why),
+        Err(e @ Refusal::TooLong { .. }) => {
+            // Ray retries it until the limit is raised: say so once, loudly.
+            if !m(&s).too_long_logged.swap(true, Relaxed) {
+                tracing::warn!(error = %e, "refusing a post of Ray's events with 413 (Ray retries it)");
+            }
+            return refuse(&s, StatusCode::PAYLOAD_TOO_LARGE, "event_too_large", e.to_string());
+        }
     };
     let spool = s.spool.clone();
     let appended =
@@ -100,13 +113,32 @@ fn refuse(s: &Shared, code: StatusCode, reason: &str, why: String) -> Response {
     (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], why + "\n").into_response()
 }
 
-/// The spool lines of a body (one wrapped event per line), and the number of
-/// events; `None` for an empty array. `Err` says what is wrong with the body.
-pub fn spool_lines(body: &[u8], post: &str) -> Result<Option<(Vec<u8>, u64)>, String> {
-    let text = std::str::from_utf8(body).map_err(|e| format!("the body is not UTF-8 (at byte {})", e.valid_up_to()))?;
+/// Why a body is refused before anything is spooled.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Not a JSON array of Ray events (400).
+    #[error("{0}")]
+    Malformed(String),
+    /// An event the source would cut (413).
+    #[error(
+        "element {index} of the array is a Ray event of {event} bytes, a spool line of {line} bytes with \
+         raylog's wrapper: over source.max_line_bytes ({max} bytes), past which it would be cut; nothing of \
+         this post was kept. Raise source.max_line_bytes to at least {line} and restart raylog: Ray sends the \
+         post again"
+    )]
+    TooLong { index: usize, event: usize, line: usize, max: usize },
+}
+
+/// The spool lines of a body (one wrapped event per line, none longer than
+/// `max_line` bytes before its newline), and the number of events; `None` for an
+/// empty array.
+pub fn spool_lines(body: &[u8], post: &str, max_line: usize) -> Result<Option<(Vec<u8>, u64)>, Refusal> {
+    let malformed = |why: String| Refusal::Malformed(why);
+    let text = std::str::from_utf8(body)
+        .map_err(|e| malformed(format!("the body is not UTF-8 (at byte {})", e.valid_up_to())))?;
     let mut events: Vec<&str> = vec![];
     raylog_parsers::json::elements(text, |e| events.push(e))
-        .map_err(|_| "the body is not a JSON array (Ray posts `[{\"eventType\": …}, …]`)".to_string())?;
+        .map_err(|_| malformed("the body is not a JSON array (Ray posts `[{\"eventType\": …}, …]`)".to_string()))?;
     if events.is_empty() {
         return Ok(None);
     }
@@ -118,15 +150,21 @@ pub fn spool_lines(body: &[u8], post: &str) -> Result<Option<(Vec<u8>, u64)>, St
             has_type |= matches!(k, "eventType" | "event_type") && v.plain_str().is_some_and(|t| !t.is_empty());
         });
         if obj.is_err() {
-            return Err(format!("element {i} of the array is not a JSON object"));
+            return Err(malformed(format!("element {i} of the array is not a JSON object")));
         }
         if !has_type {
-            return Err(format!("element {i} of the array has no eventType: not a Ray event"));
+            return Err(malformed(format!("element {i} of the array has no eventType: not a Ray event")));
         }
+        let start = out.len();
         out.extend_from_slice(format!("{{\"post\":\"{post}\",\"i\":{i},\"n\":{n},\"event\":").as_bytes());
         // Valid JSON has raw line breaks only between tokens: spaces there mean the same.
         out.extend(e.bytes().map(|b| if b == b'\n' || b == b'\r' { b' ' } else { b }));
         out.extend_from_slice(b"}\n");
+        // Measured on the bytes written, newline excluded, as the source counts.
+        let line = out.len() - start - 1;
+        if line > max_line {
+            return Err(Refusal::TooLong { index: i, event: e.len(), line, max: max_line });
+        }
     }
     Ok(Some((out, n as u64)))
 }

@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::agent::checkpoint::{FileCheckpoint, FileKey};
+use crate::agent::checkpoint::{FileCheckpoint, FileKey, Fingerprint, FINGERPRINT_MAX};
 
 /// A segment is sealed and a new one started past this size.
 pub const SEGMENT_BYTES: u64 = 8 << 20;
@@ -55,24 +55,87 @@ fn seq_of(name: &str) -> Option<u64> {
 
 /// How far every sink acknowledged each spool segment, fed by the checkpoint store
 /// as acknowledgements come in (see `CheckpointStore::observe`).
+///
+/// A checkpoint counts for a segment only when it names the segment's (device,
+/// inode) and fingerprints the segment's first bytes: a deleted segment's inode is
+/// soon reused by a new one, and the old one's checkpoints (late acknowledgements,
+/// or those saved by the last run) must not delete the new one before it is read.
+/// The fingerprint must also cover every delivered byte up to [`FINGERPRINT_MAX`]
+/// (as the source's always do), or a short one would match any segment: a
+/// segment's first line names its post, which no other segment's does.
 #[derive(Debug, Default)]
-pub struct Delivered(Mutex<HashMap<FileKey, u64>>);
+pub struct Delivered(Mutex<HashMap<FileKey, Watched>>);
+
+#[derive(Debug, Default)]
+struct Watched {
+    /// The segment's first bytes (up to `FINGERPRINT_MAX`), what checkpoints are
+    /// checked against; grown before the bytes are written, so a source that read
+    /// them finds them here.
+    head: Vec<u8>,
+    delivered: u64,
+    /// The last fingerprint that matched `head` (saves hashing it again).
+    matched: Option<Fingerprint>,
+}
+
+impl Watched {
+    fn proves(&mut self, cp: &FileCheckpoint) -> bool {
+        let fp = cp.fingerprint;
+        if fp.len < cp.offset.min(FINGERPRINT_MAX) {
+            return false;
+        }
+        if self.matched == Some(fp) {
+            return true;
+        }
+        let ok = usize::try_from(fp.len)
+            .ok()
+            .and_then(|n| self.head.get(..n))
+            .is_some_and(|h| crate::agent::fnv::hash64(h) == fp.hash);
+        if ok {
+            self.matched = Some(fp);
+        }
+        ok
+    }
+}
 
 impl Delivered {
-    /// Notes a delivered position, if it is a segment's.
+    /// Notes a delivered position, if it is a segment's (see the type's docs).
     pub fn note(&self, cp: &FileCheckpoint) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(off) = m.get_mut(&cp.key) {
-            *off = (*off).max(cp.offset);
+        if let Some(w) = m.get_mut(&cp.key) {
+            if w.proves(cp) {
+                w.delivered = w.delivered.max(cp.offset);
+            }
         }
     }
 
-    fn watch(&self, key: FileKey, offset: u64) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(offset);
+    fn watch(&self, key: FileKey, head: &[u8], delivered: u64) {
+        let head = head[..head.len().min(FINGERPRINT_MAX as usize)].to_vec();
+        let w = Watched { head, delivered, matched: None };
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(key, w);
+    }
+
+    /// Bytes about to be appended to the segment `key` holding `size` bytes.
+    fn grow(&self, key: &FileKey, size: u64, bytes: &[u8]) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = m.get_mut(key) {
+            if (w.head.len() as u64) == size {
+                let room = (FINGERPRINT_MAX as usize).saturating_sub(w.head.len());
+                w.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+        }
+    }
+
+    /// The append failed: the segment is `size` bytes again.
+    fn shrink(&self, key: &FileKey, size: u64) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = m.get_mut(key) {
+            w.head.truncate(usize::try_from(size).unwrap_or(usize::MAX));
+            w.matched = None;
+        }
     }
 
     fn get(&self, key: &FileKey) -> u64 {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied().unwrap_or(0)
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).map_or(0, |w| w.delivered)
     }
 
     fn forget(&self, key: &FileKey) {
@@ -121,13 +184,14 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SpoolError + '_ {
 
 impl Spool {
     /// Opens the spool in `dir` (created if needed): recovers the segments there
-    /// (`delivered_at` gives each one's checkpoint from the last run) and starts a
-    /// new segment. `forwarded` is the forwarder's saved cursor, if it forwards.
+    /// (`saved` holds the checkpoints of the last run; one counts for a segment as
+    /// [`Delivered`] says) and starts a new segment. `forwarded` is the forwarder's
+    /// saved cursor, if it forwards.
     pub fn open(
         dir: &Path,
         max_bytes: u64,
         delivered: Arc<Delivered>,
-        delivered_at: &dyn Fn(FileKey) -> Option<u64>,
+        saved: &HashMap<FileKey, FileCheckpoint>,
         forwarded: Option<Cursor>,
     ) -> Result<Spool, SpoolError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -137,21 +201,33 @@ impl Spool {
             let path = e.path();
             let md = e.metadata().map_err(io_err(&path))?;
             let key = FileKey::of(&md);
-            let done = delivered_at(key).unwrap_or(0);
+            let mut bytes = vec![];
+            File::open(&path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(&path))?;
+            // Checked against the bytes as the last run left them, before any cut.
+            let mut w =
+                Watched { head: bytes[..bytes.len().min(FINGERPRINT_MAX as usize)].to_vec(), ..Default::default() };
+            let done = match saved.get(&key) {
+                Some(cp) if w.proves(cp) => cp.offset,
+                Some(_) => {
+                    tracing::info!(path = %path.display(), "the saved checkpoint of this spool segment's inode is another file's (a deleted segment's); reading the segment whole");
+                    0
+                }
+                None => 0,
+            };
             let forwarded_to = match forwarded {
-                Some(c) if c.seq > seq => md.len(),
+                Some(c) if c.seq > seq => bytes.len() as u64,
                 Some(c) if c.seq == seq => c.offset,
                 _ => 0,
             };
-            let size = recover(&path, done.max(forwarded_to))?;
-            delivered.watch(key, done);
+            let size = recover(&path, &bytes, done.max(forwarded_to))?;
+            delivered.watch(key, &bytes[..size as usize], done);
             segments.insert(seq, Segment { key, size });
         }
         let current = segments.keys().next_back().map_or(1, |s| s + 1);
         let forwarded =
             forwarded.map(|c| c.max(Cursor { seq: segments.keys().next().copied().unwrap_or(current), offset: 0 }));
         let (file, key) = create_segment(dir, current)?;
-        delivered.watch(key, 0);
+        delivered.watch(key, &[], 0);
         segments.insert(current, Segment { key, size: 0 });
         let mut spool = Spool { dir: dir.to_path_buf(), max_bytes, segments, current, file, delivered, forwarded };
         spool.clean();
@@ -190,10 +266,12 @@ impl Spool {
         }
         let path = self.dir.join(segment_name(self.current));
         let seg = self.segments.get_mut(&self.current).expect("the current segment is listed");
+        self.delivered.grow(&seg.key, seg.size, lines);
         if let Err(e) = self.file.write_all(lines).and_then(|()| self.file.sync_data()) {
             // Whatever part was written is cut off again, so the next post starts
             // on a line of its own; Ray retries this one.
             let _ = self.file.set_len(seg.size);
+            self.delivered.shrink(&seg.key, seg.size);
             return Err(SpoolError::Io { path: path.display().to_string(), source: e });
         }
         seg.size += lines.len() as u64;
@@ -203,7 +281,7 @@ impl Spool {
     fn rotate(&mut self) -> Result<(), SpoolError> {
         let next = self.current + 1;
         let (file, key) = create_segment(&self.dir, next)?;
-        self.delivered.watch(key, 0);
+        self.delivered.watch(key, &[], 0);
         self.segments.insert(next, Segment { key, size: 0 });
         (self.current, self.file) = (next, file);
         self.clean();
@@ -266,12 +344,11 @@ fn create_segment(dir: &Path, seq: u64) -> Result<(File, FileKey), SpoolError> {
     Ok((file, key))
 }
 
-/// Cuts a segment back to its last complete post when its tail is torn, unless
-/// bytes past the cut were already consumed (`consumed`). Returns its size.
-fn recover(path: &Path, consumed: u64) -> Result<u64, SpoolError> {
-    let mut bytes = vec![];
-    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(path))?;
-    let whole = complete_posts(&bytes);
+/// Cuts a segment holding `bytes` back to its last complete post when its tail is
+/// torn, unless bytes past the cut were already consumed (`consumed`). Returns its
+/// size.
+fn recover(path: &Path, bytes: &[u8], consumed: u64) -> Result<u64, SpoolError> {
+    let whole = complete_posts(bytes);
     if whole == bytes.len() as u64 {
         return Ok(whole);
     }

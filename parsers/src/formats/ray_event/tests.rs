@@ -144,7 +144,7 @@ fn every_posted_event_converts_with_its_type_time_and_node() {
 
 fn rfc3339_of(raw: &str) -> String {
     let t = raw.split("\"timestamp\": \"").nth(1).unwrap().split('"').next().unwrap();
-    rfc3339(t).unwrap().to_rfc3339()
+    rfc3339(t).unwrap().unwrap().to_rfc3339()
 }
 
 #[test]
@@ -293,8 +293,74 @@ fn not_an_event_is_not_parsed() {
         d = Draft::default();
     }
     assert_eq!(
-        rfc3339("2026-12-01T19:43:30.5+01:00").map(|t| t.to_rfc3339()).as_deref(),
+        rfc3339("2026-12-01T19:43:30.5+01:00").and_then(Result::ok).map(|t| t.to_rfc3339()).as_deref(),
         Some("2026-12-01T18:43:30.500Z")
     );
     assert_eq!(rfc3339("2026-12-01 nonsense"), None);
+}
+
+/// An event with `timestamp`, through the same path a spool line takes (format
+/// parse, then the flags a record gets): its time, and whether it is flagged.
+fn timed(ts: &str) -> (Option<String>, bool) {
+    use crate::formats::{LineFormat, ParseCtx};
+    let line = format!(
+        r#"{{"post":"p","i":0,"n":1,"event":{{"eventType":"NODE_LIFECYCLE_EVENT","timestamp":"{ts}","nodeLifecycleEvent":{{"stateTransitions":[{{"state":"ALIVE"}}]}}}}}}"#
+    );
+    let (zone, mut scratch, mut d) = (crate::time::Zone::Utc, String::new(), Draft::default());
+    let cx = ParseCtx { zone: &zone, kind: crate::classify::FileKind::RayEvent };
+    crate::formats::parse(LineFormat::RayEvent, &line, &mut scratch, &cx, &mut d);
+    assert_eq!(d.message, "NODE_LIFECYCLE_EVENT state=ALIVE", "still parsed as an event: {line}");
+    d.flag_problems(false);
+    let flagged = d.fields.get("time_out_of_range") == Some(FieldValue::Json("true"));
+    (d.timestamp.map(|t| t.to_rfc3339()), flagged)
+}
+
+#[test]
+fn event_times_no_timestamp_holds_are_flagged_never_wrapped() {
+    let far = [
+        // The offset Ray never sends but a broken exporter might: 6e12 minutes.
+        "2026-12-01T19:43:30.951541831+99999999999:00",
+        "2026-12-01T19:43:30-99999999999:59",
+        "2026-12-01T19:43:30+00:99999999999999999999",
+        "2026-12-01T19:43:30+9223372036854775807:00",
+        "2026-12-01T19:43:30-340282366920938463463374607431768211456:00",
+        // Years outside 1677-09-21..2262-04-11, before or after the offset.
+        "9999-12-31T23:59:59.999999999Z",
+        "0000-01-01T00:00:00Z",
+        "1600-01-01T00:00:00+00:00",
+        "2262-04-11T23:47:16.854775808Z",
+        "2262-04-11T22:47:17-01:00",
+        "1677-09-21T00:12:43.145224192+00:01",
+    ];
+    for ts in far {
+        assert_eq!(timed(ts), (None, true), "{ts}");
+    }
+    // Kept, to the nanosecond, however close to the edges (the offset applied exactly).
+    let kept = [
+        ("2026-12-01T19:43:30.951541831Z", "2026-12-01T19:43:30.951541831Z"),
+        ("2026-12-01T19:43:30.5z", "2026-12-01T19:43:30.500Z"),
+        ("2026-12-01T19:43:30.5-05:30", "2026-12-02T01:13:30.500Z"),
+        ("2026-12-01T19:43:30+48:00", "2026-11-29T19:43:30.000Z"),
+        // More digits than an i128 holds, but zeros: 12 hours.
+        (
+            "2026-12-01T19:43:30+0000000000000000000000000000000000000000000000000000000000000012:00",
+            "2026-12-01T07:43:30.000Z",
+        ),
+        ("2262-04-11T23:47:16.854775807Z", "2262-04-11T23:47:16.854775807Z"),
+        ("2262-04-12T00:47:16.854775807+01:00", "2262-04-11T23:47:16.854775807Z"),
+        ("1677-09-20T23:12:43.145224192-01:00", "1677-09-21T00:12:43.145224192Z"),
+    ];
+    for (ts, want) in kept {
+        assert_eq!(timed(ts), (Some(want.to_string()), false), "{ts}");
+    }
+    // Not a time at all: no time, and nothing to flag (the record's time is inferred).
+    for ts in [
+        "2026-12-01T19:43:30+",
+        "2026-12-01T19:43:30+01",
+        "2026-12-01T19:43:30+1:x",
+        "2026-12-01T19:43:30+-1:00",
+        "yesterday",
+    ] {
+        assert_eq!(timed(ts), (None, false), "{ts}");
+    }
 }
