@@ -5,7 +5,8 @@
 //! blocks the reader (backpressure, with no extra queue in between: every batch in
 //! flight is memory). The ack tracker keeps the checkpoints each batch completes
 //! until every sink has acknowledged that batch and all batches before it, then
-//! applies them and persists them each time they advance.
+//! applies them and persists them each time they advance. When the pipeline stops,
+//! it reports the records read but not acknowledged by every sink ([`Undelivered`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -31,7 +32,34 @@ pub struct Cut {
 /// checkpoints waiting for its acknowledgements.
 pub struct InFlight {
     pub seq: u64,
+    /// Records in the batch: what is undelivered if it is never acknowledged.
+    pub records: u64,
     pub positions: Vec<FileCheckpoint>,
+}
+
+/// What the pipeline stopped without delivering: records read whose batch some
+/// sink never acknowledged (their checkpoints stay behind them: the next start
+/// reads them again).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Undelivered {
+    /// Records in batches not acknowledged by every sink.
+    pub records: u64,
+    /// Of those, per sink (by index): records in batches that sink did not acknowledge.
+    pub per_sink: Vec<u64>,
+}
+
+/// A batch waiting for acknowledgements.
+struct Waiting {
+    /// `acked[i]`: sink `i` acknowledged it.
+    acked: Vec<bool>,
+    records: u64,
+    positions: Vec<FileCheckpoint>,
+}
+
+impl Waiting {
+    fn done(&self) -> bool {
+        self.acked.iter().all(|&a| a)
+    }
 }
 
 /// The reader's handle on the sinks' channels and the ack tracker.
@@ -48,7 +76,8 @@ impl Dispatcher {
     /// Called from the reader thread, never from the async runtime.
     pub fn send(&self, cut: Cut) -> bool {
         let seq = cut.batch.seq;
-        if self.pending.blocking_send(InFlight { seq, positions: cut.positions }).is_err() {
+        let records = cut.batch.len() as u64;
+        if self.pending.blocking_send(InFlight { seq, records, positions: cut.positions }).is_err() {
             return false;
         }
         self.sinks.iter().all(|s| s.blocking_send((cut.batch.clone(), cut.made)).is_ok())
@@ -56,6 +85,8 @@ impl Dispatcher {
 }
 
 /// Applies checkpoints in batch order once every sink acknowledged; saves them.
+/// Returns when both channels closed (the reader and every sink stopped), after
+/// the last save, with what was left unacknowledged.
 ///
 /// Saving (a journal append and an fsync, now and then a merge) runs on a blocking
 /// thread, one save at a time, so a slow disk never stalls the runtime the sinks run
@@ -68,9 +99,10 @@ pub async fn track_acks(
     sinks: usize,
     mut store: CheckpointStore,
     metrics: Arc<Metrics>,
-) -> CheckpointStore {
-    let mut waiting: BTreeMap<u64, (usize, Vec<FileCheckpoint>)> = BTreeMap::new();
-    let mut early: BTreeMap<u64, usize> = BTreeMap::new();
+) -> (CheckpointStore, Undelivered) {
+    let mut waiting: BTreeMap<u64, Waiting> = BTreeMap::new();
+    // Acks (sink indexes) for batches not registered yet.
+    let mut early: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     let mut saving: Option<JoinHandle<SaveOutcome>> = None;
     let mut failing = false;
     // After a failed save, the next try waits for the tick: a full disk must not
@@ -82,15 +114,24 @@ pub async fn track_acks(
         tokio::select! {
             p = pending.recv(), if pending_open => match p {
                 Some(p) => {
-                    let acked = early.remove(&p.seq).unwrap_or(0);
-                    waiting.insert(p.seq, (sinks - acked, p.positions));
+                    let mut acked = vec![false; sinks];
+                    for sink in early.remove(&p.seq).unwrap_or_default() {
+                        if let Some(a) = acked.get_mut(sink) {
+                            *a = true;
+                        }
+                    }
+                    waiting.insert(p.seq, Waiting { acked, records: p.records, positions: p.positions });
                 }
                 None => pending_open = false,
             },
             a = acks.recv(), if acks_open => match a {
                 Some(a) => match waiting.get_mut(&a.seq) {
-                    Some(w) => w.0 -= 1,
-                    None => *early.entry(a.seq).or_default() += 1,
+                    Some(w) => {
+                        if let Some(acked) = w.acked.get_mut(a.sink) {
+                            *acked = true;
+                        }
+                    }
+                    None => early.entry(a.seq).or_default().push(a.sink),
                 },
                 None => acks_open = false,
             },
@@ -105,10 +146,10 @@ pub async fn track_acks(
         }
         // Apply every fully acknowledged batch at the front, in order.
         while let Some(entry) = waiting.first_entry() {
-            if entry.get().0 > 0 {
+            if !entry.get().done() {
                 break;
             }
-            for cp in entry.remove().1 {
+            for cp in entry.remove().positions {
                 store.update(cp);
             }
         }
@@ -124,7 +165,19 @@ pub async fn track_acks(
         let batch = store.take();
         saved(&mut store, tokio::task::spawn_blocking(move || batch.write()).await, &metrics, &mut failing);
     }
-    store
+    (store, undelivered(waiting.values(), sinks))
+}
+
+/// Sums the records of the batches some sink did not acknowledge.
+fn undelivered<'a>(waiting: impl Iterator<Item = &'a Waiting>, sinks: usize) -> Undelivered {
+    let mut u = Undelivered { records: 0, per_sink: vec![0; sinks] };
+    for w in waiting.filter(|w| !w.done()) {
+        u.records += w.records;
+        for (n, _) in u.per_sink.iter_mut().zip(&w.acked).filter(|(_, &acked)| !acked) {
+            *n += w.records;
+        }
+    }
+    u
 }
 
 type SaveOutcome = Result<Saved, (CheckpointError, Vec<FileCheckpoint>)>;

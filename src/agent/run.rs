@@ -5,39 +5,116 @@
 //! stops, cuts its last batch and drops its [`Dispatcher`], which closes the sink
 //! channels; sinks drain what they hold and drop their ack senders; the ack tracker
 //! then saves the final checkpoints. On a signal, sinks get `retry.shutdown_grace` to
-//! finish; whatever is still undelivered keeps its checkpoint back and is re-read at
-//! the next start (at-least-once, never lost).
+//! finish (a second signal ends it at once); whatever is still undelivered keeps its
+//! checkpoint back, is counted on stderr and re-read at the next start
+//! (at-least-once, never lost). Signals are heard until the very end: with `--once`,
+//! after the reader finished, the wait for the sinks is what a signal cuts short.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use crate::agent::api::{self, Health};
 use crate::agent::batch::Recycler;
-use crate::agent::checkpoint::CheckpointStore;
+use crate::agent::checkpoint::{CheckpointStore, FileCheckpoint, FileKey};
 use crate::agent::config::Config;
 use crate::agent::metrics::Metrics;
-use crate::agent::pipeline::{track_acks, Dispatcher};
+use crate::agent::pipeline::{track_acks, Dispatcher, Undelivered};
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
 use crate::agent::source::{Source, Wake};
 
+/// A signal that stops the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    Term,
+    Int,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Term => "SIGTERM",
+            Signal::Int => "SIGINT",
+        }
+    }
+
+    /// 128 + the signal's number: what a shell reports for a process the signal
+    /// killed, so scripts and job runners see the run was interrupted.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Signal::Term => 128 + 15,
+            Signal::Int => 128 + 2,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The signal that stopped it, if one did.
+    pub signal: Option<Signal>,
+    /// The reader finished on its own (`--once`: every file read to its end) before
+    /// anything asked it to stop.
+    pub read_everything: bool,
+    /// Records read and not acknowledged by every sink.
+    pub undelivered: u64,
+}
+
+impl Outcome {
+    /// The exit code of `raylog ship`: a `--once` run a signal interrupted before it
+    /// read and delivered everything exits 128 + the signal's number; every other
+    /// run 0 (the agent stopped by its service manager ends normally).
+    pub fn exit_code(&self, once: bool) -> u8 {
+        match self.signal {
+            Some(s) if once && !(self.read_everything && self.undelivered == 0) => s.exit_code(),
+            _ => 0,
+        }
+    }
+}
+
 /// Runs the agent until a signal (or, with `once`, until everything is delivered).
-pub fn run(cfg: Config, once: bool) -> Result<()> {
+pub fn run(cfg: Config, once: bool) -> Result<Outcome> {
     crate::agent::limit_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(run_async(cfg, once))
+    let outcome = rt.block_on(run_async(cfg, once));
+    // Everything that matters is saved by now. A blocking task may still be stuck
+    // (a dead-letter write on a hung disk, given up on after the grace period):
+    // do not wait for it forever, as dropping the runtime would.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    outcome
 }
 
-async fn run_async(mut cfg: Config, once: bool) -> Result<()> {
+/// The running stages.
+struct Stages {
+    reader: JoinHandle<()>,
+    tracker: JoinHandle<(CheckpointStore, Undelivered)>,
+    /// Set when the reader must stop.
+    shutdown: Arc<AtomicBool>,
+    /// Tells the sinks to stop retrying (the grace period is over).
+    give_up: watch::Sender<bool>,
+    /// A sink asks the agent to stop (nobody left to deliver to).
+    stop: Arc<tokio::sync::Notify>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    dead: DeadLetter,
+    /// inotify's watch on the source paths, if any; dropped at the end.
+    watcher: Option<notify::RecommendedWatcher>,
+}
+
+async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
+    // Listening from the start: a signal at any point is heard.
+    let signals = listen_for_signals()?;
     let (mut store, resume) = CheckpointStore::open(&cfg.source.state_dir, cfg.source.forget_after.as_secs())?;
     tracing::info!(state_dir = %cfg.source.state_dir.display(), files = resume.len(), "loaded checkpoints");
-    let max_open = max_open_files(cfg.source.max_open_files);
     let names: Vec<&str> = cfg.sinks.iter().map(|s| s.name()).collect();
     let metrics = Arc::new(Metrics::new(&names));
     let health = Arc::new(Health::default());
@@ -58,7 +135,31 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<()> {
         }
         None => None,
     };
-    let shutdown = Arc::new(AtomicBool::new(false));
+    let stages = start(&cfg, once, store, resume, metrics, health)?;
+    let (dead, metrics) = (stages.dead.clone(), stages.metrics.clone());
+    let end = wait(stages, signals, cfg.retry.shutdown_grace).await?;
+    if let Some(ev) = &events {
+        ev.stop();
+    }
+    tracing::info!(entries = end.store.approx_len(), "checkpoints saved; bye");
+    report_dead_letters(&metrics, &dead);
+    report_undelivered(&end, &names, once, cfg.retry.shutdown_grace);
+    let signal = match end.why {
+        Stopped::Signal(s) => Some(s),
+        _ => None,
+    };
+    Ok(Outcome { signal, read_everything: end.read_everything, undelivered: end.undelivered.records })
+}
+
+/// Starts the sinks, the ack tracker and the reader (with its file watch).
+fn start(
+    cfg: &Config,
+    once: bool,
+    store: CheckpointStore,
+    resume: HashMap<FileKey, FileCheckpoint>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+) -> Result<Stages> {
     let (give_up_tx, give_up) = watch::channel(false);
     // About eight batches exist at once per sink queue slot (being filled, queued,
     // being encoded, the encoded body, the request in flight...), so the queue holds
@@ -70,13 +171,13 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<()> {
     // so a normal batch may have reserved twice that; one that overshot far is freed.
     let recycler = Recycler::new(4 * cfg.batch.max_bytes);
     let mut sink_txs = vec![];
-    let mut sink_tasks = vec![];
     let stop = Arc::new(tokio::sync::Notify::new());
     for (index, sc) in cfg.sinks.iter().enumerate() {
         let sink = SinkImpl::new(sc).with_context(|| format!("sink {:?}", sc.name()))?;
         let (tx, rx) = mpsc::channel(per_sink);
         sink_txs.push(tx);
-        sink_tasks.push(tokio::spawn(run_sink(SinkTask {
+        // Not joined: the tracker ends after every sink dropped its ack sender.
+        tokio::spawn(run_sink(SinkTask {
             index,
             name: sc.name().to_string(),
             sink,
@@ -89,48 +190,153 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<()> {
             recycler: recycler.clone(),
             dead_logged: Default::default(),
             stop: stop.clone(),
-        })));
+        }));
     }
     drop(ack_tx);
     // Batches in flight are few (bounded sink queues), so is what waits for their acks.
     let (pending_tx, pending_rx) = mpsc::channel(4096);
     let out = Dispatcher { sinks: sink_txs, pending: pending_tx };
     let tracker = tokio::spawn(track_acks(pending_rx, ack_rx, cfg.sinks.len(), store, metrics.clone()));
-
+    let shutdown = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Wake::default());
-    let watcher = if cfg.source.watch { watch_paths(&cfg, wake.clone()) } else { None };
+    let watcher = if cfg.source.watch { watch_paths(cfg, wake.clone()) } else { None };
+    let max_open = max_open_files(cfg.source.max_open_files);
     let watched = watcher.is_some();
     let source =
         Source::new(cfg.clone(), resume, out, recycler, metrics.clone(), shutdown.clone(), once, max_open, watched);
     let reader = tokio::task::spawn_blocking(move || source.run(wake));
     health.ready.store(true, Relaxed);
+    Ok(Stages { reader, tracker, shutdown, give_up: give_up_tx, stop, metrics, health, dead, watcher })
+}
 
-    let signalled = tokio::select! {
-        r = reader => { r.context("the reader thread panicked")?; false }
-        _ = shutdown_signal() => true,
-        _ = stop.notified() => true,
+/// Why the agent stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stopped {
+    /// `--once`: nothing asked it to stop; the sinks delivered everything read.
+    Finished,
+    Signal(Signal),
+    /// A sink had nobody left to deliver to.
+    Gone,
+}
+
+/// How the stages ended.
+struct End {
+    why: Stopped,
+    /// The reader finished before anything asked it to stop.
+    read_everything: bool,
+    store: CheckpointStore,
+    undelivered: Undelivered,
+}
+
+/// Waits until the ack tracker is done, which is after the reader and every sink
+/// stopped. The first signal (or a sink with nobody left to deliver to) stops the
+/// reader and starts the grace period; its end, or a second signal, tells the sinks
+/// to give up.
+async fn wait(mut s: Stages, mut signals: mpsc::Receiver<Signal>, grace: Duration) -> Result<End> {
+    let mut why: Option<Stopped> = None;
+    let (mut reader_done, mut read_everything) = (false, false);
+    let mut deadline: Option<tokio::time::Instant> = None;
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+    loop {
+        let stop_now = tokio::select! {
+            r = &mut s.reader, if !reader_done => {
+                r.context("the reader thread panicked")?;
+                reader_done = true;
+                read_everything = why.is_none();
+                None
+            }
+            Some(sig) = signals.recv() => match why {
+                Some(_) => {
+                    tracing::warn!(signal = sig.name(), "second signal: giving up delivery now");
+                    let _ = s.give_up.send(true);
+                    None
+                }
+                None => Some(Stopped::Signal(sig)),
+            },
+            _ = s.stop.notified(), if why.is_none() => Some(Stopped::Gone),
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(far)), if deadline.is_some() => {
+                deadline = None;
+                let _ = s.give_up.send(true);
+                None
+            }
+            t = &mut s.tracker => {
+                let (store, undelivered) = t.context("the checkpoint task panicked")?;
+                drop(s.watcher);
+                let why = why.unwrap_or(Stopped::Finished);
+                return Ok(End { why, read_everything, store, undelivered });
+            }
+        };
+        if let Some(stopped) = stop_now {
+            if let Stopped::Signal(sig) = stopped {
+                tracing::info!(signal = sig.name(), ?grace, "stopping: no more reading; delivering what was read");
+            }
+            s.health.ready.store(false, Relaxed);
+            s.shutdown.store(true, Relaxed);
+            deadline = Some(tokio::time::Instant::now() + grace);
+            why = Some(stopped);
+        }
+    }
+}
+
+/// Hears SIGTERM and SIGINT for the whole run, each one sent on the channel.
+fn listen_for_signals() -> Result<mpsc::Receiver<Signal>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let (tx, rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        loop {
+            let s = tokio::select! {
+                _ = term.recv() => Signal::Term,
+                _ = int.recv() => Signal::Int,
+            };
+            if tx.send(s).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// Says what a stop left undelivered: an operator must know that records read were
+/// not shipped, and that the next start (or `--once` run) ships them. A warning,
+/// unless nothing is missing or stdout's reader went away (`ship --once | head`:
+/// the user stopped reading).
+fn report_undelivered(end: &End, names: &[&str], once: bool, grace: Duration) {
+    let u = &end.undelivered;
+    let how = match end.why {
+        Stopped::Signal(s) => format!("stopped by {}", s.name()),
+        Stopped::Gone => "stopped (a sink had nobody left to deliver to)".into(),
+        Stopped::Finished if u.records == 0 => return,
+        Stopped::Finished => "stopped".into(),
     };
-    if signalled {
-        tracing::info!(grace = ?cfg.retry.shutdown_grace, "stopping: no more reading; delivering what was read");
-        health.ready.store(false, Relaxed);
-        shutdown.store(true, Relaxed);
-        let grace = cfg.retry.shutdown_grace;
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            let _ = give_up_tx.send(true);
-        });
+    let unfinished = match end.why {
+        Stopped::Signal(_) if once && !end.read_everything => {
+            "; `ship --once` stopped before reading everything: run it again to resume"
+        }
+        Stopped::Signal(_) if once && u.records > 0 => "; run `ship --once` again to deliver them",
+        _ => "",
+    };
+    let msg = if u.records == 0 {
+        format!("{how}: every record read was delivered{unfinished}")
+    } else {
+        let per_sink: Vec<String> = names
+            .iter()
+            .zip(&u.per_sink)
+            .filter(|(_, &n)| n > 0)
+            .map(|(name, n)| format!("sink {name:?}: {n}"))
+            .collect();
+        format!(
+            "{how}: {} record(s) read were not delivered ({}) when delivery was given up (retry.shutdown_grace = {grace:?}, or a second signal); their checkpoints were kept behind them, so the next start reads them again{unfinished}",
+            u.records,
+            per_sink.join(", ")
+        )
+    };
+    if end.why != Stopped::Gone && (u.records > 0 || !unfinished.is_empty()) {
+        tracing::warn!(undelivered = u.records, "{msg}");
+    } else {
+        tracing::info!(undelivered = u.records, "{msg}");
     }
-    for t in sink_tasks {
-        let _ = t.await;
-    }
-    let store = tracker.await.context("the checkpoint task panicked")?;
-    if let Some(ev) = &events {
-        ev.stop();
-    }
-    drop(watcher);
-    tracing::info!(entries = store.approx_len(), "checkpoints saved; bye");
-    report_dead_letters(&metrics, &dead);
-    Ok(())
 }
 
 /// Says, at the end of a run, how many records went to the dead-letter file and why:
@@ -209,21 +415,4 @@ fn max_open_files(wanted: usize) -> usize {
         );
     }
     wanted.min(room)
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }

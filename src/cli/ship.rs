@@ -21,7 +21,10 @@ raylog ship --config /etc/raylog/raylog.toml\n  \
 raylog ship --once --config backfill.toml      # read everything, deliver, exit 0\n  \
 raylog ship --path ./ray-logs --state-dir /tmp/raylog-state --once   # no config file: stdout\n  \
 RAYLOG_LOG_FORMAT=json raylog ship --config raylog.toml   # raylog's own logs as JSON lines\n\n\
-Signals: SIGTERM/SIGINT stop reading, deliver within retry.shutdown_grace, save checkpoints, exit 0."
+Signals: SIGTERM/SIGINT stop reading, deliver for up to retry.shutdown_grace (a second signal \
+ends that at once), save checkpoints for what was delivered and log how many records read were not, \
+then exit 0; with --once, interrupted before everything was read and delivered, exit 128 + the \
+signal's number (143 for SIGTERM, 130 for Ctrl-C). The next run resumes from the checkpoints."
 )]
 pub struct ShipArgs {
     /// Config file (TOML). See examples/raylog.toml for every key.
@@ -66,8 +69,8 @@ pub fn run(a: ShipArgs) -> Result<u8> {
     if let Some(d) = &a.state_dir {
         cfg.source.state_dir = d.clone();
     }
-    crate::agent::run::run(cfg, a.once)?;
-    Ok(0)
+    let outcome = crate::agent::run::run(cfg, a.once)?;
+    Ok(outcome.exit_code(a.once))
 }
 
 /// raylog's own logs go to stderr (stdout may carry records), filtered by `level`.

@@ -7,8 +7,9 @@
 //! with field type conflicts (`pid` a number, then `"abc"`) → item 400
 //! `document_parsing_exception`, data streams (`logs-*-*`) that need `create` and
 //! `@timestamp`, malformed NDJSON → whole-request 400, wrong content type → 406,
-//! `filter_path` honoured. Faults: [`EsServer::fail_next`], [`EsServer::fail_items`],
-//! [`EsServer::set_down`], credentials, and a body size limit (413).
+//! `filter_path` honoured. Faults: [`EsServer::fail_next`], [`EsServer::fail_after`],
+//! [`EsServer::fail_items`], [`EsServer::set_down`], canned answers
+//! ([`EsServer::answer_next`]), credentials, and a body size limit (413).
 //! Use: `let es = start().await;`, point a sink at `es.url()`, read `es.docs()`.
 
 use std::collections::HashMap;
@@ -24,6 +25,10 @@ use axum::response::Response;
 use axum::Router;
 use serde_json::{json, Map, Value};
 use tokio::net::{TcpListener, TcpStream};
+
+use mapping::{parse_source, Checker, FieldType};
+
+mod mapping;
 
 /// A stored document.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,17 +56,6 @@ pub struct BulkRequest {
     pub item_statuses: Vec<u16>,
 }
 
-/// Elasticsearch's dynamic field types, as far as conflicts go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FieldType {
-    Long,
-    Float,
-    Boolean,
-    Text,
-    Date,
-    Object,
-}
-
 #[derive(Default)]
 struct State {
     docs: Vec<Doc>,
@@ -71,6 +65,8 @@ struct State {
     mappings: HashMap<String, HashMap<String, FieldType>>,
     requests: Vec<BulkRequest>,
     fail_next: (usize, u16),
+    /// Requests still served, then the status every later one gets.
+    fail_after: Option<(usize, u16)>,
     /// Raw answers (status, body) for the next requests, before anything else.
     canned: Vec<(u16, String)>,
     fail_items: (usize, u16),
@@ -132,6 +128,12 @@ impl EsServer {
     /// Answers the next `n` bulk requests with `status` (e.g. 503, 429) as a whole.
     pub fn fail_next(&self, n: usize, status: u16) {
         lock(&self.state).fail_next = (n, status);
+    }
+
+    /// Serves the next `ok` bulk requests, then answers all later ones with `status`
+    /// as a whole (a node that goes bad mid-run); `None` heals it.
+    pub fn fail_after(&self, after: Option<(usize, u16)>) {
+        lock(&self.state).fail_after = after;
     }
 
     /// Answers the next `n` requests with `status` and exactly `body` (e.g. garbage).
@@ -299,9 +301,7 @@ fn gate(st: &mut State, h: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, (u16, Val
             return Err((401, error_body(401, "security_exception", reason)));
         }
     }
-    if st.fail_next.0 > 0 {
-        st.fail_next.0 -= 1;
-        let status = st.fail_next.1;
+    if let Some(status) = injected_status(st) {
         let kind = if status == 429 { "es_rejected_execution_exception" } else { "unavailable_shards_exception" };
         return Err((status, error_body(status, kind, "injected failure")));
     }
@@ -326,6 +326,20 @@ fn gate(st: &mut State, h: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, (u16, Val
         return Err((413, Value::Null));
     }
     Ok(ndjson)
+}
+
+/// The status [`EsServer::fail_after`] or [`EsServer::fail_next`] answers this
+/// request with, if any.
+fn injected_status(st: &mut State) -> Option<u16> {
+    match &mut st.fail_after {
+        Some((0, status)) => return Some(*status),
+        Some((ok, _)) => *ok -= 1,
+        None => {}
+    }
+    (st.fail_next.0 > 0).then(|| {
+        st.fail_next.0 -= 1;
+        st.fail_next.1
+    })
 }
 
 /// One parsed action of a bulk request.
@@ -455,115 +469,6 @@ fn execute(st: &mut State, op: Op<'_>) -> Value {
     st.by_id.insert(key, (pos, version));
     json!({"_index": shown, "_id": id, "_version": version, "result": result,
         "_shards": {"total": 2, "successful": 1, "failed": 0}, "_seq_no": st.seq_no - 1, "_primary_term": 1, "status": status})
-}
-
-/// The document as an object, with a data stream's `@timestamp` checked.
-fn parse_source(source: &[u8], id: &str, ds: bool) -> Result<Map<String, Value>, (&'static str, String)> {
-    let v: Value = serde_json::from_slice(source)
-        .map_err(|e| ("document_parsing_exception", format!("[1:1] failed to parse: {e}")))?;
-    let Value::Object(obj) = v else {
-        return Err(("mapper_parsing_exception", "failed to parse, document is not a JSON object".into()));
-    };
-    if ds {
-        match obj.get("@timestamp") {
-            None => {
-                return Err((
-                    "document_parsing_exception",
-                    "data stream timestamp field [@timestamp] is missing".into(),
-                ))
-            }
-            Some(t) if !is_date(t) => {
-                let reason = format!("[1:15] failed to parse field [@timestamp] of type [date] in document with id '{id}'. Preview of field's value: '{t}'");
-                return Err(("document_parsing_exception", reason));
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(obj)
-}
-
-/// Dates as `strict_date_optional_time||epoch_millis` reads them.
-fn is_date(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.is_i64() || n.is_u64(),
-        Value::String(s) => {
-            s.parse::<jiff::Timestamp>().is_ok()
-                || s.parse::<jiff::civil::DateTime>().is_ok()
-                || s.parse::<jiff::civil::Date>().is_ok()
-        }
-        _ => false,
-    }
-}
-
-/// Checks a document against an index's mapping, collecting new fields in `added`
-/// (dynamic mapping: the first value seen decides a field's type).
-struct Checker<'a> {
-    mapping: &'a HashMap<String, FieldType>,
-    added: Vec<(String, FieldType)>,
-    id: &'a str,
-}
-
-impl Checker<'_> {
-    fn object(&mut self, prefix: &str, obj: &Map<String, Value>) -> Result<(), String> {
-        for (k, v) in obj {
-            let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            self.value(&path, v)?;
-        }
-        Ok(())
-    }
-
-    fn value(&mut self, path: &str, v: &Value) -> Result<(), String> {
-        let added = self.added.iter().find(|(p, _)| p == path).map(|(_, t)| t);
-        let known = self.mapping.get(path).or(added).copied();
-        match (v, known) {
-            (Value::Null, _) => Ok(()),
-            (Value::Array(a), _) => a.iter().try_for_each(|x| self.value(path, x)),
-            (Value::Object(o), None | Some(FieldType::Object)) => {
-                if known.is_none() {
-                    self.added.push((path.to_string(), FieldType::Object));
-                }
-                self.object(path, o)
-            }
-            (_, Some(FieldType::Object)) => Err(format!(
-                "[1:2] object mapping for [{path}] tried to parse field [{path}] as object, but found a concrete value"
-            )),
-            (_, None) => {
-                self.added.push((path.to_string(), dynamic_type(path, v)));
-                Ok(())
-            }
-            (_, Some(t)) if fits(t, v) => Ok(()),
-            (_, Some(t)) => Err(format!(
-                "[1:2] failed to parse field [{path}] of type [{}] in document with id '{}'. Preview of field's value: '{}'",
-                format!("{t:?}").to_lowercase(),
-                self.id,
-                v.as_str().map_or_else(|| v.to_string(), str::to_string)
-            )),
-        }
-    }
-}
-
-fn dynamic_type(path: &str, v: &Value) -> FieldType {
-    match v {
-        Value::Bool(_) => FieldType::Boolean,
-        Value::Number(n) if n.is_f64() => FieldType::Float,
-        Value::Number(_) => FieldType::Long,
-        _ if path == "@timestamp" => FieldType::Date,
-        _ => FieldType::Text,
-    }
-}
-
-/// Whether `v` can be indexed into a field of type `t` (with Elasticsearch's coercion).
-fn fits(t: FieldType, v: &Value) -> bool {
-    match (t, v) {
-        (FieldType::Text, Value::Object(_)) => false,
-        (FieldType::Text, _) => true,
-        (FieldType::Long | FieldType::Float, Value::Number(_)) => true,
-        (FieldType::Long | FieldType::Float, Value::String(s)) => s.trim().parse::<f64>().is_ok(),
-        (FieldType::Boolean, Value::Bool(_)) => true,
-        (FieldType::Boolean, Value::String(s)) => matches!(s.as_str(), "true" | "false" | ""),
-        (FieldType::Date, _) => is_date(v),
-        _ => false,
-    }
 }
 
 /// The `filter_path` parameter, split into dotted paths.

@@ -20,6 +20,7 @@ mod ray_metrics;
 mod reconcile;
 mod ship;
 mod ship_loki;
+mod shutdown;
 mod trace;
 mod tree;
 mod util;

@@ -5,8 +5,10 @@
 //! timeouts, 429, 5xx, or per-item failures of an ES bulk request), or rejected for
 //! good (other 4xx). The driver ([`run_sink`]) resends only what must be retried,
 //! with exponential backoff and jitter, writes rejected records to the dead-letter
-//! file once, and acknowledges the batch when nothing is left to retry, which is
-//! what lets checkpoints advance.
+//! file once (fsynced before anything is acknowledged), and acknowledges the batch
+//! when nothing is left to retry, which is what lets checkpoints advance. When the
+//! shutdown grace period ends it stops at once, even mid-request: what it did not
+//! acknowledge is sent again after the restart.
 
 pub mod dead_letter;
 pub mod elasticsearch;
@@ -211,10 +213,15 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
         if *t.give_up.borrow() {
             return false;
         }
-        let m = &t.metrics.sinks[t.index];
         let pending = only.as_ref().map_or(batch.len(), |o| o.len()) as u64;
         let mut not_before = None;
-        match t.sink.send(batch, only.as_deref()).await {
+        // A request may hang up to the sink's `timeout`, longer than the grace.
+        let sent = tokio::select! {
+            r = t.sink.send(batch, only.as_deref()) => r,
+            _ = given_up(&mut t.give_up) => return false,
+        };
+        let m = &t.metrics.sinks[t.index];
+        match sent {
             Ok((d, bytes)) => {
                 m.bytes_sent.fetch_add(bytes as u64, Relaxed);
                 let done = pending - d.retry.len() as u64 - d.rejected.len() as u64;
@@ -283,28 +290,56 @@ fn log_retry(t: &SinkTask, reason: &str, logged: &mut bool) {
     }
 }
 
-/// Writes rejected records to the dead-letter file, retrying a failed write with
-/// backoff: they are acknowledged only once written. False if shutdown cut it short.
+/// Resolves once the grace period is over (never if nobody can say so any more).
+async fn given_up(give_up: &mut watch::Receiver<bool>) {
+    if give_up.wait_for(|g| *g).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Writes rejected records to the dead-letter file and fsyncs it, on a blocking
+/// thread, retrying a failed write with backoff: they are acknowledged only once
+/// durable. False if shutdown cut it short.
 async fn dead_letter(t: &mut SinkTask, batch: &Batch, rejected: &[(u32, DeadReason, String)]) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
     log_dead(t, rejected);
+    let mut lines = DeadLetter::encode(&t.name, batch, rejected);
     let mut attempt = 0;
     loop {
-        match t.dead.write(&t.name, batch, rejected) {
-            Ok(()) => break,
-            Err(e) => {
-                if attempt == 0 {
-                    tracing::error!(path = %t.dead.path().display(), error = %e, "cannot write the dead-letter file; the records are kept and the write retried (check state_dir's disk)");
-                }
-                attempt += 1;
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff(&t.retry, attempt)) => {}
-                    _ = t.give_up.changed() => {}
-                }
-                if *t.give_up.borrow() {
-                    return false;
-                }
+        let dead = t.dead.clone();
+        let write = tokio::task::spawn_blocking(move || {
+            let r = dead.append(&lines);
+            (lines, r)
+        });
+        let res = tokio::select! {
+            j = write => j,
+            // A disk that hangs must not hold the exit; the records stay unacknowledged
+            // (should the write end after all, the next start dead-letters them again:
+            // a line twice, never a record lost).
+            _ = given_up(&mut t.give_up) => return false,
+        };
+        let e = match res {
+            Ok((_, Ok(()))) => break,
+            Ok((back, Err(e))) => {
+                lines = back;
+                e.to_string()
             }
+            // The writer thread panicked, taking the lines with it: make them again.
+            Err(e) => {
+                lines = DeadLetter::encode(&t.name, batch, rejected);
+                format!("the writer failed: {e}")
+            }
+        };
+        if attempt == 0 {
+            tracing::error!(path = %t.dead.path().display(), error = %e, "cannot write the dead-letter file; the records are kept and the write retried (check state_dir's disk)");
+        }
+        attempt += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(backoff(&t.retry, attempt)) => {}
+            _ = t.give_up.changed() => {}
+        }
+        if *t.give_up.borrow() {
+            return false;
         }
     }
     let m = &t.metrics.sinks[t.index];
@@ -313,3 +348,6 @@ async fn dead_letter(t: &mut SinkTask, batch: &Batch, rejected: &[(u32, DeadReas
     }
     true
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,10 +6,12 @@
 //! 413 splits the selection in halves until it fits (a single document too large is
 //! rejected). Other 4xx reject the request for good, with Elasticsearch's reason.
 //!
-//! A 200 is read item by item: 200/201 delivered, 409 (`create` of an `_id` that
-//! exists: a replay) delivered too, 429/5xx (and 401/403) retried alone, other 4xx
-//! rejected with `type: reason`. A 200 whose body is not a bulk answer is transient:
-//! a sink answering garbage must never lose data.
+//! A 200 is read item by item, whatever its top-level `errors` says: 200/201
+//! delivered, 409 (`create` of an `_id` that exists: a replay) delivered too,
+//! 429/5xx (and 401/403/408) retried alone, any other status (0 or none included)
+//! rejected with `type: reason`. A 200 whose body is not a bulk answer (or has
+//! another number of items than documents sent) is transient: a sink answering
+//! garbage must never lose data.
 
 use std::borrow::Cow;
 
@@ -122,6 +124,7 @@ impl EsSink {
                 Answer::Items(d) => {
                     out.retry.extend(d.retry);
                     out.rejected.extend(d.rejected);
+                    out.duplicates += d.duplicates;
                 }
                 Answer::TooLarge if part.len() == 1 => {
                     let reason = format!("HTTP 413: the document alone ({n} bytes as sent) is larger than the cluster's http.max_content_length");
@@ -249,85 +252,70 @@ impl std::fmt::Display for EsError<'_> {
     }
 }
 
-/// The bulk answer read only as far as success needs: `errors` and the item count.
+/// A bulk answer. Its top-level `errors` is not read: it is only a summary, and a
+/// proxy or a broken node may say `false` over items that were not stored.
 #[derive(Deserialize)]
-struct Summary {
-    errors: bool,
-    items: Count,
-}
-
-/// The length of a JSON array, counted without building it.
-struct Count(usize);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Count;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an array")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
-                let mut n = 0;
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
-                    n += 1;
-                }
-                Ok(Count(n))
-            }
-        }
-        d.deserialize_seq(V)
-    }
-}
-
-/// The bulk answer with every item, read when `errors` is true.
-#[derive(Deserialize)]
-struct Detailed<'a> {
+struct BulkAnswer<'a> {
     #[serde(borrow)]
     items: Vec<Item<'a>>,
 }
 
-/// `{"create": {...}}` (or whichever action the item was).
+/// `{"create": {...}}`, or whichever action the item was.
 #[derive(Deserialize)]
 struct Item<'a> {
-    #[serde(borrow, alias = "index", alias = "update", alias = "delete")]
-    create: ItemResult<'a>,
+    #[serde(borrow, default)]
+    create: Option<ItemResult<'a>>,
+    #[serde(borrow, default, alias = "update", alias = "delete")]
+    index: Option<ItemResult<'a>>,
 }
 
 #[derive(Deserialize)]
 struct ItemResult<'a> {
-    status: u16,
+    /// Missing in a mangled answer: then nothing says the document was stored.
+    #[serde(default)]
+    status: Option<u64>,
     #[serde(borrow, default)]
     error: Option<EsError<'a>>,
 }
 
-/// Maps a 200 body's items onto the entries of `part`.
+/// Maps a 200 body's items onto the entries of `part`: an item counts as stored
+/// only with status 200 or 201, or 409 for a `create` (stored by an earlier
+/// attempt); 429, 5xx (and 401/403/408) are retried; anything else, status 0 and
+/// no status at all included, is rejected with its reason.
 fn read_items(body: &[u8], part: &[u32]) -> Result<Delivery, String> {
-    let s: Summary = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    if s.items.0 != part.len() {
-        return Err(format!("{} items for {} documents", s.items.0, part.len()));
+    let answer: BulkAnswer<'_> = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if answer.items.len() != part.len() {
+        return Err(format!("{} items for {} documents", answer.items.len(), part.len()));
     }
     let mut d = Delivery::default();
-    if !s.errors {
-        return Ok(d);
-    }
-    let full: Detailed<'_> = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    for (item, &entry) in full.items.iter().zip(part) {
-        let r = &item.create;
-        match r.status {
-            200 | 201 => {}
+    for (item, &entry) in answer.items.iter().zip(part) {
+        let (create, r) = match (&item.create, &item.index) {
+            (Some(r), _) => (true, Some(r)),
+            (None, r) => (false, r.as_ref()),
+        };
+        match r.and_then(|r| r.status) {
+            Some(200 | 201) => {}
             // `create` of an `_id` already indexed: this record was delivered before.
-            409 => d.duplicates += 1,
+            Some(409) if create => d.duplicates += 1,
             // Overload, and credentials or privileges the operator must fix: never
             // dead-letter data for those.
-            401 | 403 | 408 | 429 | 500..=599 => d.retry.push(entry),
+            Some(401 | 403 | 408 | 429 | 500..=599) => d.retry.push(entry),
             status => {
-                let reason = match &r.error {
-                    Some(e) => format!("{status} {e}"),
-                    None => format!("{status} (no error given)"),
-                };
+                let reason = item_refusal(status, r.and_then(|r| r.error.as_ref()));
                 d.rejected.push((entry, DeadReason::Rejected, reason.chars().take(1000).collect()));
             }
         }
     }
     Ok(d)
+}
+
+/// The dead-letter reason of an item with another status.
+fn item_refusal(status: Option<u64>, error: Option<&EsError<'_>>) -> String {
+    const NOT_ES: &str = "not stored: Elasticsearch answers every item with an HTTP status; check for a proxy between raylog and Elasticsearch that rewrites bulk answers";
+    match (status, error) {
+        (None, _) => format!("item without a status; {NOT_ES}"),
+        (Some(s), _) if !(100..=599).contains(&s) => format!("item status {s}; {NOT_ES}"),
+        (Some(s), Some(e)) => format!("{s} {e}"),
+        (Some(s), None) => format!("{s} (no error given)"),
+    }
 }

@@ -185,7 +185,9 @@ async fn replaying_a_batch_creates_no_duplicate() {
     assert_eq!(sink.send(&first, None).await.unwrap().0, Delivery::default());
     // After a crash the same lines are read again into a new batch: same `_id`s.
     let again = batch_of(&ray_files());
-    assert_eq!(sink.send(&again, None).await.unwrap().0, Delivery::default());
+    // Each 409 counts as a duplicate (`raylog_sink_records_duplicate_total`).
+    let dups = Delivery { duplicates: again.len() as u64, ..Delivery::default() };
+    assert_eq!(sink.send(&again, None).await.unwrap().0, dups);
     let statuses = &es.requests()[1].item_statuses;
     assert_eq!(statuses.len(), again.len());
     assert!(!again.is_empty(), "an empty replay would make the `all` below vacuous");
@@ -304,6 +306,98 @@ async fn garbage_success_answers_are_transient() {
     }
     assert_eq!(sink.send(&b, None).await.unwrap().0, Delivery::default());
     assert_eq!(es.docs().len(), b.len());
+}
+
+/// What an item's status in a bulk answer must mean.
+#[derive(Debug)]
+enum Meaning {
+    Stored,
+    /// `create` of an `_id` already there: stored by an earlier attempt.
+    Duplicate,
+    Retry,
+    /// Dead-lettered, with a reason containing this.
+    Rejected(&'static str),
+}
+
+/// Items, as `{"create": …}` holds them, and what each must mean.
+const ITEMS: [(&str, Meaning); 8] = [
+    (r#"{"status":201}"#, Meaning::Stored),
+    (r#"{"status":200}"#, Meaning::Stored),
+    (
+        r#"{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"document already exists"}}"#,
+        Meaning::Duplicate,
+    ),
+    (
+        r#"{"status":400,"error":{"type":"document_parsing_exception","reason":"failed to parse"}}"#,
+        Meaning::Rejected("400 document_parsing_exception: failed to parse"),
+    ),
+    (r#"{"status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}"#, Meaning::Retry),
+    (
+        r#"{"status":503,"error":{"type":"unavailable_shards_exception","reason":"primary shard is not active"}}"#,
+        Meaning::Retry,
+    ),
+    (r#"{"status":0}"#, Meaning::Rejected("item status 0")),
+    (r#"{"_index":"logs-ray-default","result":"created"}"#, Meaning::Rejected("item without a status")),
+];
+
+fn check(d: &Delivery, entry: u32, want: &Meaning, case: &str) {
+    let rejected: Vec<&(u32, DeadReason, String)> = d.rejected.iter().filter(|r| r.0 == entry).collect();
+    let retried = d.retry.contains(&entry);
+    match want {
+        Meaning::Stored => assert!(rejected.is_empty() && !retried, "{case}: {d:?}"),
+        Meaning::Duplicate => assert!(rejected.is_empty() && !retried && d.duplicates >= 1, "{case}: {d:?}"),
+        Meaning::Retry => assert!(rejected.is_empty() && retried, "{case}: {d:?}"),
+        Meaning::Rejected(why) => {
+            assert!(!retried && rejected.len() == 1, "{case}: {d:?}");
+            assert_eq!(rejected[0].1, DeadReason::Rejected, "{case}");
+            assert!(rejected[0].2.contains(why), "{case}: reason {:?}", rejected[0].2);
+        }
+    }
+}
+
+/// Each item is read for itself: 200/201 stored, 409 (of a `create`) a duplicate,
+/// 429/5xx retried, anything else (status 0 and no status at all included)
+/// dead-lettered with its reason, whether the answer says `"errors": false` (a
+/// proxy or a broken node may say so and be wrong) or `true`.
+#[tokio::test]
+async fn every_item_status_counts_whatever_the_errors_flag_says() {
+    let es = testes::start().await;
+    let b = batch_of(&ray_files());
+    let mut sink = EsSink::new(config(&es, |_| {}));
+    for errors in [false, true] {
+        for (item, want) in &ITEMS {
+            let case = format!("\"errors\": {errors}, item {item}");
+            es.answer_next(1, 200, &format!(r#"{{"errors":{errors},"items":[{{"create":{item}}}]}}"#));
+            let (d, _) = sink.send(&b, Some(&[2])).await.unwrap_or_else(|e| panic!("{case}: {e:?}"));
+            check(&d, 2, want, &case);
+            let others = d.retry.iter().chain(d.rejected.iter().map(|r| &r.0)).any(|&i| i != 2);
+            assert!(!others, "{case}: outcome for an entry not sent: {d:?}");
+        }
+    }
+}
+
+/// The same in one answer of eight items, each mapped to its own entry; and a 409
+/// for an action other than `create` is no proof the document was stored.
+#[tokio::test]
+async fn item_statuses_map_to_their_own_entries() {
+    let es = testes::start().await;
+    let b = batch_of(&ray_files());
+    assert!(b.len() >= ITEMS.len());
+    let mut sink = EsSink::new(config(&es, |_| {}));
+    let items: Vec<String> = ITEMS.iter().map(|(i, _)| format!(r#"{{"create":{i}}}"#)).collect();
+    es.answer_next(1, 200, &format!(r#"{{"errors":false,"items":[{}]}}"#, items.join(",")));
+    let sel: Vec<u32> = (0..ITEMS.len() as u32).rev().collect();
+    let (d, _) = sink.send(&b, Some(&sel)).await.unwrap();
+    for ((_, want), &entry) in ITEMS.iter().zip(&sel) {
+        check(&d, entry, want, &format!("item for entry {entry}"));
+    }
+    assert_eq!((d.duplicates, d.retry.len(), d.rejected.len()), (1, 2, 3), "{d:?}");
+
+    let conflict = r#"{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"version conflict"}}"#;
+    es.answer_next(1, 200, &format!(r#"{{"errors":true,"items":[{{"index":{conflict}}}]}}"#));
+    let (d, _) = sink.send(&b, Some(&[0])).await.unwrap();
+    check(&d, 0, &Meaning::Rejected("409 version_conflict_engine_exception"), "409 of `index`");
+    assert_eq!(d.duplicates, 0);
 }
 
 #[tokio::test]

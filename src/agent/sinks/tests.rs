@@ -1,0 +1,149 @@
+//! The sink driver ([`run_sink`]) against the in-process Elasticsearch: the order of
+//! a batch's dead letters and its acknowledgement, and a request that never ends
+//! cut short by the grace period.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use raylog_parsers::{classify, Correlator, FileParser, Options};
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::elasticsearch::config::EsRaw;
+use super::elasticsearch::service::EsSink;
+use super::*;
+use crate::agent::batch::{doc_id, NodeIdentity, Recycler};
+use crate::agent::config::values::{DurationValue, Problems};
+use crate::agent::metrics::Metrics;
+use crate::testkit::elasticsearch as testes;
+
+/// `n` raylet records, `seq=0..n`, in one batch.
+fn batch(n: u64) -> Arc<Batch> {
+    let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
+    let mut b = Batch::new(1, node);
+    let text: String = (0..n)
+        .map(|i| format!("[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: item seq={i}\n"))
+        .collect();
+    let mut p = FileParser::new(classify("raylet.out", Some("session_2026-11-30_09-00-00_000000_1")), None, None);
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    let now = 1_796_000_000_000_000_000;
+    p.push(text.as_bytes(), &mut corr, &opts, &mut |r| b.push(r, now, doc_id("1:raylet.out", r.offset, r.message)));
+    p.finish(&mut corr, &opts, &mut |r| b.push(r, now, doc_id("1:raylet.out", r.offset, r.message)));
+    assert_eq!(b.len() as u64, n);
+    Arc::new(b)
+}
+
+/// A sink task on an Elasticsearch sink at `endpoint`, fed by the returned sender,
+/// acknowledging on the returned receiver; `give_up` ends the grace period.
+struct Rig {
+    batches: mpsc::Sender<(Arc<Batch>, std::time::Instant)>,
+    acks: mpsc::Receiver<Ack>,
+    give_up: watch::Sender<bool>,
+    dead: DeadLetter,
+    _dir: Scratch,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A state dir, removed at the end.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Rig {
+    fn new(tag: &str, endpoint: &str) -> Rig {
+        let dir = std::env::temp_dir().join(format!("raylog-sinks-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let raw = EsRaw {
+            endpoint: Some(endpoint.into()),
+            timeout: Some(DurationValue::Text("1h".into())),
+            ..EsRaw::default()
+        };
+        let mut p = Problems::default();
+        let cfg = raw.validate("sinks[0]", &mut p);
+        assert!(p.is_empty(), "{p}");
+        let (batches, rx) = mpsc::channel(4);
+        let (ack_tx, acks) = mpsc::channel(4);
+        let (give_up, give_up_rx) = watch::channel(false);
+        let dead = DeadLetter::new(&dir, 1 << 30);
+        let retry = RetryConfig {
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(50),
+            shutdown_grace: Duration::from_secs(1),
+        };
+        let task = tokio::spawn(run_sink(SinkTask {
+            index: 0,
+            name: "es".into(),
+            sink: SinkImpl::Elasticsearch(EsSink::new(cfg)),
+            batches: rx,
+            acks: ack_tx,
+            dead: dead.clone(),
+            retry,
+            metrics: Arc::new(Metrics::new(&["es"])),
+            give_up: give_up_rx,
+            recycler: Recycler::new(1 << 20),
+            dead_logged: Default::default(),
+            stop: Arc::new(Notify::new()),
+        }));
+        Rig { batches, acks, give_up, dead, _dir: Scratch(dir), task }
+    }
+
+    async fn send(&self, b: Arc<Batch>) {
+        self.batches.send((b, std::time::Instant::now())).await.unwrap();
+    }
+
+    /// The dead-letter file's lines.
+    fn dead_lines(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.dead.path()).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+}
+
+/// A batch half refused by Elasticsearch (every second item 400) is acknowledged
+/// only after its dead letters were fsynced: at the ack, everything in the file was
+/// made durable, by one fsync for the batch's lines, not one per line.
+#[tokio::test]
+async fn dead_letters_are_fsynced_before_their_batch_is_acknowledged() {
+    let es = testes::start().await;
+    es.fail_items(2, 400);
+    let mut rig = Rig::new("dead-fsync", &es.url());
+    rig.send(batch(10)).await;
+    let ack = tokio::time::timeout(Duration::from_secs(30), rig.acks.recv()).await.expect("no ack").unwrap();
+    // Read at the ack, before anything else can happen: the sink's next step would
+    // be the next batch, and there is none.
+    let (durable, fsyncs) = rig.dead.durable();
+    let on_disk = std::fs::metadata(rig.dead.path()).map_or(0, |m| m.len());
+    assert_eq!(ack.seq, 1);
+    assert_eq!(rig.dead_lines().len(), 5, "every second of 10 items refused");
+    assert!(on_disk > 0);
+    assert_eq!(durable, on_disk, "acknowledged with dead letters not fsynced");
+    assert_eq!(fsyncs, 1, "one fsync for the batch's five lines");
+    assert_eq!(es.docs().len(), 5);
+}
+
+/// A request that never gets an answer (its timeout is an hour) is abandoned when
+/// the grace period ends: the sink stops without acknowledging the batch.
+#[tokio::test]
+async fn a_request_without_answer_is_cut_short_when_the_grace_period_ends() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let (conn_tx, mut conn) = mpsc::channel(1);
+    // Accepts and holds connections, never answering.
+    tokio::spawn(async move {
+        let mut held = vec![];
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+            let _ = conn_tx.try_send(());
+        }
+    });
+    let rig = Rig::new("hung", &url);
+    rig.send(batch(3)).await;
+    tokio::time::timeout(Duration::from_secs(30), conn.recv()).await.expect("no connection").unwrap();
+    rig.give_up.send(true).unwrap();
+    let Rig { task, mut acks, .. } = rig;
+    tokio::time::timeout(Duration::from_secs(10), task).await.expect("the sink did not stop").unwrap();
+    assert!(acks.recv().await.is_none(), "a batch never delivered was acknowledged");
+}
