@@ -385,7 +385,7 @@ def report(a, tmp, out_dir, received, agent, kills, caught_up, stopped, total_li
         runs = stretches([((info[p][0], info[q][0], run_of(p), run_of(q)), p, (s, p, q)) for s, p, q in unexplained])
         runs.sort(key=lambda r: -r["n"])
         same_id = sum(1 for s, p, q in unexplained if info[p][2] is not None and info[p][2] == info[q][2])
-        same_off = sum(1 for s, p, q in unexplained if info[p][1] == info[q][1])
+        same_off = sum(1 for s, p, q in unexplained if info[p][1] is not None and info[p][1] == info[q][1])
         renamed = sum(1 for s, p, q in unexplained if info[p][0] != info[q][0])
         print("  %d copies: %d with the same document id, %d at the same offset, %d under another file name;"
               " %d stretches; the biggest (received line numbers; run: agent runs between kills;"
@@ -394,10 +394,10 @@ def report(a, tmp, out_dir, received, agent, kills, caught_up, stopped, total_li
         kinds = Counter()
         for s, p, q in unexplained:
             kinds[kind(info[p][0])] += 1
-        print("  by file: %s; copies of a record: %s; stretches starting at offset 0: %d" % (
+        print("  by file: %s; copies of a record: %s; stretches from offset 0: %d" % (
             ", ".join("%s %d" % kv for kv in kinds.most_common()),
             ", ".join("%dx %d" % kv for kv in sorted(Counter(len(copies[s]) for s in {s for s, _, _ in unexplained}).items())),
-            sum(1 for r in runs if min((info[q][1] or 0) for _, _, q in r["dets"]) == 0)))
+            sum(1 for r in runs if 0 in {info[q][1] for _, _, q in r["dets"]})))
         shown = Counter()
         for r in runs:
             f1, f2, r1, r2 = r["key"]
