@@ -59,7 +59,7 @@ def add_parser(sp):
 
 
 def main(a):
-    results = [run(a, i) for i in range(a.repeat)]
+    results = [run(a) for _ in range(a.repeat)]
     if a.repeat > 1:
         print("storm: %d of %d runs passed" % (results.count(True), a.repeat))
     sys.exit(0 if all(results) else 1)
@@ -174,7 +174,7 @@ def settings(a):
     return s
 
 
-def run(a, index):
+def run(a):
     tmp = tempfile.mkdtemp(prefix="raylog-storm-")
     out_dir = os.path.join(tmp, "ray")
     os.makedirs(out_dir)
@@ -212,7 +212,7 @@ def run(a, index):
             b.wait()
         sink.terminate()
         sink.wait()
-    ok = report(a, tmp, out_dir, received, agent, kills, caught_up, stopped, lines.count())
+    ok = report(a, tmp, out_dir, received, agent, kills, caught_up, stopped)
     if a.keep:
         print("kept", tmp)
     else:
@@ -333,7 +333,7 @@ def span(offs):
     return "%d..%d" % (min(offs), max(offs)) if offs else "?"
 
 
-def report(a, tmp, out_dir, received, agent, kills, caught_up, stopped, total_lines):
+def report(a, tmp, out_dir, received, agent, kills, caught_up, stopped):
     man_path = os.path.join(out_dir, "live_manifest.json")
     man = json.load(open(man_path))
     chk = subprocess.run([sys.executable, os.path.join(SHARED, "checkdelivery.py"), "--manifest", man_path,
@@ -438,6 +438,6 @@ def report(a, tmp, out_dir, received, agent, kills, caught_up, stopped, total_li
     line += " rotations=%d cpu=%.1fs (user %.1f sys %.1f) peak_rss=%.1fMiB" % (
         man.get("rotations", 0), agent.cpu_user + agent.cpu_sys, agent.cpu_user, agent.cpu_sys, agent.peak_rss)
     line += " caught_up=%s stop=%s" % ("no" if caught_up is None else "%.1fs" % caught_up,
-                                      "killed" if stopped is None else "%.1fs" % stopped)
+                                      "killed" if stopped is None else "%.1fs exit %d" % (stopped, agent.exits[-1]))
     print(line + (" OK" if ok else " FAIL"))
     return ok
