@@ -186,7 +186,7 @@ def run(a):
     agent = Agent(a, cfg, api, os.path.join(tmp, "agent.log"))
     lines = Lines(received)
     kills = []        # per kill: {"t", "cut", "run_received", "acked", "read"}
-    caught_up = stopped = None
+    caught_up, stopped = (None, ""), None
     try:
         agent.start()
         t0 = time.time()
@@ -241,22 +241,27 @@ def kill_and_restart(agent, api, lines, kills, t0):
 
 
 def catch_up(agent, api, sink_port):
-    """Waits until the agent is caught up; seconds it took (None: not by the deadline)."""
+    """Waits until the agent is caught up: (seconds it took or None if not by the
+    deadline, what it waited for last: "behind", "held" or "sending")."""
     t0 = time.time()
-    last, since = None, time.time()
+    last, since, why = None, time.time(), {}
     while time.time() - t0 < CATCH_UP:
         try:
             m = scrape(api)
             now = (m["raylog_sink_records_sent_total"], stats(sink_port)["entries"])
-            idle = m["raylog_bytes_behind"] == 0 and m["raylog_records_held"] == 0
+            busy = [k for k, v in (("behind", m["raylog_bytes_behind"]), ("held", m["raylog_records_held"])) if v]
         except OSError:
-            now, idle = None, False
-        if now != last or not idle:
+            now, busy = None, ["metrics"]
+        if now != last:
+            busy.append("sending")
+        for k in busy:
+            why[k] = time.time() - t0
+        if busy:
             last, since = now, time.time()
         elif time.time() - since >= SETTLE:
-            return since - t0
+            return since - t0, " ".join("%s until %.1fs" % kv for kv in sorted(why.items(), key=lambda kv: kv[1]))
         time.sleep(0.25)
-    return None
+    return None, " ".join("%s until %.1fs" % kv for kv in sorted(why.items(), key=lambda kv: kv[1]))
 
 
 # --------------------------------------------------------------------- report
@@ -431,13 +436,14 @@ def report(a, tmp, out_dir, received, agent, kills, caught_up, stopped):
 
     explained = dups - len(unexplained)
     pct = 100.0 * dups / written if written else 0.0
-    ok = not lost and caught_up is not None and (not unexplained if a.kill_every else dups == 0)
+    ok = not lost and caught_up[0] is not None and (not unexplained if a.kill_every else dups == 0)
     line = "storm %s: written=%d lost=%d duplicated=%d (%.2f%%)" % (settings(a), written, len(lost), dups, pct)
     if a.kill_every:
         line += " kills=%d explained_by_kills=%d unexplained=%d" % (len(kills), explained, len(unexplained))
     line += " rotations=%d cpu=%.1fs (user %.1f sys %.1f) peak_rss=%.1fMiB" % (
         man.get("rotations", 0), agent.cpu_user + agent.cpu_sys, agent.cpu_user, agent.cpu_sys, agent.peak_rss)
-    line += " caught_up=%s stop=%s" % ("no" if caught_up is None else "%.1fs" % caught_up,
-                                      "killed" if stopped is None else "%.1fs exit %d" % (stopped, agent.exits[-1]))
+    took, why = caught_up
+    line += " caught_up=%s%s stop=%s" % ("no" if took is None else "%.1fs" % took, " (%s)" % why if why else "",
+                                        "killed" if stopped is None else "%.1fs exit %d" % (stopped, agent.exits[-1]))
     print(line + (" OK" if ok else " FAIL"))
     return ok
