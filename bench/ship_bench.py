@@ -28,70 +28,23 @@
   ship_bench.py soak --minutes 60 [--rate 2000]
       A node that ran for weeks (see bench/manyfiles.py).
 
-Run `cargo build --release` first. Standard library only.
+  ship_bench.py storm [--writers 16] [--rate 3000] [--seconds 40] [--rotate-bytes 40000]
+                      [--backups 1000] [--busy 0] [--max-open-files N] [--close-inactive 1s]
+                      [--kill-every 0] [--sink es|loki] [--raylog PATH] [--keep] [--repeat 1]
+      Every line exactly once while Ray rotates (x -> x.1 -> x.2 ...) under load:
+      `raycorpus.py live` writers, --busy spinning processes, the agent (restarted
+      after a SIGKILL every --kill-every s, if given) into capture_sink.py; after a
+      catch-up, `checkdelivery.py --max-dup-ratio 0`. Any loss fails; any duplicate
+      fails, except, with --kill-every, those re-sent from a kill's unacknowledged
+      window (see bench/storm.py). Prints the duplicated and lost stretches.
+
+Run `cargo build --release` first (or set RAYLOG_BIN). Standard library only.
 """
-import argparse, json, os, signal, socket, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+import argparse, json, os, signal, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "bench")
-RAYLOG = os.environ.get("RAYLOG_BIN") or os.path.join(ROOT, "target", "release", "raylog")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def start_sink(port, *extra):
-    p = subprocess.Popen([sys.executable, os.path.join(SHARED, "capture_sink.py"), "--port", str(port)] + list(extra),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/ready" % port, timeout=1).read()
-            return p
-        except Exception:
-            time.sleep(0.05)
-    sys.exit("capture_sink.py did not start")
-
-
-def stats(port):
-    return json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=5).read())
-
-
-def sink_toml(kind, port, old=False):
-    url = "http://127.0.0.1:%d" % port
-    # The receiver here has no rate limit: no pacing (0), so the run measures CPU, not
-    # the pace. And a corpus generated without --start is dated 2026-01-15: older
-    # than Loki takes, so the sink would dead-letter it unsent; this receiver takes it.
-    age = "max_bytes_per_second = 0\n" + ('reject_old_after = "3650d"\n' if old else "")
-    if kind == "loki":
-        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\n%s' % (url, age)
-    if kind == "loki-json":
-        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\nencoding = "json"\n%s' % (url, age)
-    return '[[sinks]]\ntype = "elasticsearch"\nendpoint = "%s"\ncompression = "gzip"\n' % url
-
-
-def write_config(tmp, paths, sink, extra=""):
-    cfg = os.path.join(tmp, "raylog.toml")
-    with open(cfg, "w") as f:
-        f.write('[source]\npaths = %s\nstate_dir = "%s"\npoll_interval = "200ms"\n%s\n[api]\naddress = ""\n%s'
-                % (json.dumps(paths), os.path.join(tmp, "state"), extra, sink))
-    return cfg
-
-
-def run_measured(cmd):
-    start = time.monotonic()
-    # stderr to a file, not a pipe: a pipe nobody reads until the end would block
-    # raylog once 64 KiB of its logs filled it.
-    with tempfile.TemporaryFile() as errf:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf)
-        _, status, ru = os.wait4(p.pid, 0)
-        errf.seek(0)
-        err = errf.read().decode(errors="replace")
-    return os.waitstatus_to_exitcode(status), ru, time.monotonic() - start, err
+# Re-exported: manyfiles.py imports these from here.
+from benchlib import (RAYLOG, ROOT, SHARED, free_port, run_measured, sink_toml, start_sink, stats,  # noqa: F401
+                      vm_hwm, write_config)
 
 
 def throughput(a):
@@ -117,16 +70,6 @@ def throughput(a):
           % (a.sink, mib, ru.ru_utime, ru.ru_stime, cpu, wall, mib / cpu, ru.ru_maxrss / 1024))
     print("receiver stats:", json.dumps(st))
     print("manifest records:", man["records"])
-
-
-def vm_hwm(pid):
-    try:
-        for line in open("/proc/%d/status" % pid):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def live(a):
@@ -232,7 +175,7 @@ def real_loki(a):
     parsed = count_records(corpus)
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        pid = subprocess.run([os.path.join(ROOT, "..", "shared", "loki", "start-loki.sh"), str(port),
+        pid = subprocess.run([os.path.join(SHARED, "..", "loki", "start-loki.sh"), str(port),
                               os.path.join(tmp, "loki")], capture_output=True, check=True, text=True).stdout.strip()
         try:
             sink = '[[sinks]]\ntype = "loki"\nendpoint = "http://127.0.0.1:%d"\n' % port
@@ -288,9 +231,10 @@ def main():
     r = sp.add_parser("real-loki")
     r.add_argument("--size-mb", type=int, default=256)
     r.add_argument("--rate-limit", type=int, default=-1)
-    import manyfiles
+    import manyfiles, storm
     modes = {"throughput": throughput, "live": live, "outage": outage, "real-loki": real_loki}
     modes.update(manyfiles.add_parsers(sp))
+    modes.update(storm.add_parser(sp))
     a = ap.parse_args()
     modes[a.cmd](a)
 
