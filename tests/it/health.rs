@@ -480,11 +480,15 @@ fn readme_sample_is_real_output() {
 }
 
 /// What the agent will count per record (`detect` + `counts_once`, no state across
-/// records) equals what `raylog health` reports after merging, on every fixture.
+/// records) is what was read off each fixture ([`EXPECTED`], literal numbers, not
+/// `detect`'s), as `raylog health` reports after merging.
 #[test]
 fn per_record_counting_agrees_with_the_report() {
     use raylog::health::{detect, Event};
-    for dir in fixture_dirs() {
+    assert_eq!(fixture_dirs().len(), EXPECTED.len(), "a fixture was added: give it a row");
+    for &(name, deaths_want, actors_want, restarts_want, nodes_want, tasks_want) in EXPECTED {
+        let dir = fixture(name);
+        let want = (deaths_want, actors_want, restarts_want, nodes_want, tasks_want);
         let disc = raylog::discover::discover(std::slice::from_ref(&dir));
         let cfg = raylog::scan::ScanConfig::default();
         let (mut deaths, mut actors, mut restarts, mut nodes, mut tasks) = (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -501,7 +505,7 @@ fn per_record_counting_agrees_with_the_report() {
                 _ => {}
             }
         });
-        let r = json(&[&dir], &[]);
-        assert_eq!((deaths, actors, restarts, nodes, tasks), counts(&r), "{}", dir.display());
+        assert_eq!((deaths, actors, restarts, nodes, tasks), want, "{name}: counted per record");
+        assert_eq!(counts(&json(&[&dir], &[])), want, "{name}: raylog health");
     }
 }

@@ -10,8 +10,8 @@
 //! lines written later, live never contradicts it).
 //!
 //! Ray comes from a pinned venv (`tests/live/setup-venv.sh`, built once per machine).
-//! `RAYLOG_SKIP_LIVE=1` skips this test loudly, for machines without PyPI access; CI
-//! never sets it. The figures (records per component, delivery latency) are printed;
+//! `RAYLOG_SKIP_LIVE=1` skips this test loudly, for machines without PyPI access; with
+//! `CI` also set the test fails instead, so CI can never skip it by accident. The figures (records per component, delivery latency) are printed;
 //! see them with `cargo test --release live -- --nocapture`.
 
 use std::path::{Path, PathBuf};
@@ -180,6 +180,11 @@ fn run_workload(python: &Path, dir: &Path, events_port: u16) -> Vec<Row> {
 #[test]
 fn live_ray_cluster_end_to_end() {
     if std::env::var_os("RAYLOG_SKIP_LIVE").is_some() {
+        // As with a missing RAYLOG_LOKI_BIN (loki_real): CI must never skip by accident.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "live_ray_cluster_end_to_end: RAYLOG_SKIP_LIVE is set but so is CI; CI must run the live Ray test (see .ci/run)"
+        );
         eprintln!("SKIPPED live_ray_cluster_end_to_end: RAYLOG_SKIP_LIVE is set");
         return;
     }

@@ -139,10 +139,33 @@ name = "node-\"a\""
     Shipped { m, text, h, want_records }
 }
 
+/// `name{node="…"}`, or `name{node="…",labels}`: a per-node counter's sample.
+fn on_node(name: &str, labels: &str) -> String {
+    if labels.is_empty() {
+        format!("{name}{{{NODE}}}")
+    } else {
+        format!("{name}{{{NODE},{labels}}}")
+    }
+}
+
 impl Shipped {
     fn exact(&self, name: &str, labels: &str) -> u64 {
         let key = if labels.is_empty() { name.to_string() } else { format!("{name}{{{labels}}}") };
         *self.m.get(&key).unwrap_or_else(|| panic!("no {key} in\n{}", self.text))
+    }
+
+    /// Every `raylog_ray_*` health counter's samples (all but
+    /// `raylog_ray_records_total`) are exactly `want`: no sample missing, none more.
+    fn counters_are(&self, fixture: &str, want: &[(String, u64)]) {
+        let got: BTreeMap<&str, u64> = self
+            .m
+            .iter()
+            .filter(|(k, _)| k.starts_with("raylog_ray_") && !k.starts_with("raylog_ray_records_total"))
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        let want: BTreeMap<&str, u64> = want.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(got.len(), want.len(), "{fixture}: samples {got:#?}, expected {want:#?}");
+        assert_eq!(got, want, "{fixture}");
     }
 
     /// Every counter equals what `raylog health` reports, and every record read
@@ -182,37 +205,63 @@ impl Shipped {
 #[test]
 fn ship_counts_ray_health_as_raylog_health_does() {
     let s = ship("ray-2.60-text");
-    // Read off the fixture (README.md's `raylog health` output): Counter beta killed
-    // (not restarted) and Phoenix killed and restarted once, both SYSTEM_ERROR; the
-    // two calls that killed them fail ACTOR_UNAVAILABLE; `ray stop` removes the node.
-    let wd = s.exact("raylog_ray_worker_deaths_total", &format!("{NODE},exit_type=\"SYSTEM_ERROR\""));
-    let restarts = s.exact("raylog_ray_actor_restarts_total", NODE);
-    let failures = s.exact("raylog_ray_actor_failures_total", NODE);
-    let unavailable = s.exact("raylog_ray_task_failures_total", &format!("{NODE},exception=\"ACTOR_UNAVAILABLE\""));
-    let node_deaths = s.exact("raylog_ray_node_deaths_total", "");
-    eprintln!(
-        "ray-2.60-text: worker_deaths SYSTEM_ERROR={wd} actor_failures={failures} actor_restarts={restarts} \
-         task_failures ACTOR_UNAVAILABLE={unavailable} node_deaths={node_deaths} records={}",
-        sum(&s.m, "raylog_ray_records_total", &[])
+    eprintln!("ray-2.60-text: records={}", sum(&s.m, "raylog_ray_records_total", &[]));
+    // Read off the fixture's lines, not computed by `raylog::health::detect`:
+    // gcs_server.out reports two SYSTEM_ERROR exits (Counter beta, 354b6a02…, and
+    // Phoenix, 78858d8b…), and events/event_RAYLET.log has one RAY_WORKER_FAILURE
+    // for each of the two; GCS fails both actors with need_reschedule = 1, Phoenix
+    // with remaining_restarts = 1 (its one restart); the driver's core log has two
+    // `Task attempt … failed with error ACTOR_UNAVAILABLE` (the calls that killed
+    // them); `ray stop` removes the node (`death reason = EXPECTED_TERMINATION`). No
+    // OOM kill, no GCS health line.
+    s.counters_are(
+        "ray-2.60-text",
+        &[
+            (on_node("raylog_ray_worker_deaths_total", "exit_type=\"SYSTEM_ERROR\""), 2),
+            (on_node("raylog_ray_actor_failures_total", ""), 2),
+            (on_node("raylog_ray_actor_restarts_total", ""), 1),
+            (on_node("raylog_ray_task_failures_total", "exception=\"ACTOR_UNAVAILABLE\""), 2),
+            ("raylog_ray_node_deaths_total".into(), 1),
+            (on_node("raylog_ray_oom_kills_total", ""), 0),
+            ("raylog_ray_gcs_health_failures_total".into(), 0),
+        ],
     );
-    assert_eq!((wd, failures, restarts, unavailable, node_deaths), (2, 2, 1, 2, 1), "{}", s.text);
     s.agrees_with_health();
 }
 
-/// The `workload_health.py` fixtures: the OOM-killed worker has no
-/// RAY_WORKER_FAILURE event, so the agent counts GCS's `NODE_OUT_OF_MEMORY` exit;
-/// GCS health counts the failed checks, the node's death and the lines saying GCS
-/// is gone (2.60: 5 + 1 + 4; 2.40, one node: 7 `Failed to connect to GCS`).
+/// The `workload_health.py` fixtures, read off their lines (not computed by
+/// `raylog::health::detect`): gcs_server.out reports one worker exit,
+/// `exit_type = NODE_OUT_OF_MEMORY`, with no RAY_WORKER_FAILURE event; raylet.out
+/// has the memory monitor's one kill (2.60 `Killing 1 worker(s)`, 2.40 `Killing
+/// worker with task`); no actor fails with need_reschedule = 1 (the job supervisor
+/// exits as intended). GCS health: 2.60 has five `Health check failed for node`,
+/// one `Node is dead because the health check failed` and four lines saying GCS is
+/// gone (raylet.out and the core log of driver 02000000, two each), 10; 2.40 (one
+/// node, no health check) seven `Failed to connect to GCS` (raylet.out, driver
+/// 02000000's core log and five spill/restore workers' core logs). Node deaths: 2.60 one (`death reason = UNEXPECTED_TERMINATION`), 2.40
+/// none. The drivers' core logs have five `Task attempt … failed with error`:
+/// OUT_OF_MEMORY (the `hog` task), ACTOR_UNAVAILABLE and ACTOR_DIED (calls to the
+/// job supervisor actors), RUNTIME_ENV_SETUP_FAILED twice (the conda job).
 #[test]
 fn ship_counts_the_health_fixture_events() {
-    for (name, gcs_want, nodes_want) in [("ray-2.60-health", 10, 1), ("ray-2.40-health", 7, 0)] {
+    for (name, gcs, nodes) in [("ray-2.60-health", 10, 1), ("ray-2.40-health", 7, 0)] {
         let s = ship(name);
-        let oom_death = s.exact("raylog_ray_worker_deaths_total", &format!("{NODE},exit_type=\"NODE_OUT_OF_MEMORY\""));
-        let oom = s.exact("raylog_ray_oom_kills_total", NODE);
-        let gcs = s.exact("raylog_ray_gcs_health_failures_total", "");
-        let nodes = s.exact("raylog_ray_node_deaths_total", "");
-        let oom_task = s.exact("raylog_ray_task_failures_total", &format!("{NODE},exception=\"OUT_OF_MEMORY\""));
-        assert_eq!((oom_death, oom, gcs, nodes, oom_task), (1, 1, gcs_want, nodes_want, 1), "{name}: {}", s.text);
+        let task = |e: &str| on_node("raylog_ray_task_failures_total", &format!("exception=\"{e}\""));
+        s.counters_are(
+            name,
+            &[
+                (on_node("raylog_ray_worker_deaths_total", "exit_type=\"NODE_OUT_OF_MEMORY\""), 1),
+                (on_node("raylog_ray_oom_kills_total", ""), 1),
+                ("raylog_ray_gcs_health_failures_total".into(), gcs),
+                ("raylog_ray_node_deaths_total".into(), nodes),
+                (task("OUT_OF_MEMORY"), 1),
+                (task("ACTOR_UNAVAILABLE"), 1),
+                (task("ACTOR_DIED"), 1),
+                (task("RUNTIME_ENV_SETUP_FAILED"), 2),
+                (on_node("raylog_ray_actor_failures_total", ""), 0),
+                (on_node("raylog_ray_actor_restarts_total", ""), 0),
+            ],
+        );
         s.agrees_with_health();
     }
 }

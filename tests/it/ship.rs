@@ -101,7 +101,12 @@ address = ""
 
     /// Waits (bounded) until `pred` holds on what was received.
     pub(crate) fn wait_for(&self, what: &str, pred: impl Fn(&BTreeMap<u64, usize>) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        self.wait_within(Duration::from_secs(20), what, pred)
+    }
+
+    /// [`Env::wait_for`] with another bound.
+    pub(crate) fn wait_within(&self, within: Duration, what: &str, pred: impl Fn(&BTreeMap<u64, usize>) -> bool) {
+        let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             if pred(&self.received()) {
                 return;

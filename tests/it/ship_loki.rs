@@ -50,14 +50,40 @@ fn config(dir: &Path, ray: &Path, state: &Path, loki: &RealLoki, cluster: &str, 
 
 /// `raylog ship --once`: asserts it exits 0, returns its stderr.
 fn ship_once(cfg: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_raylog"))
-        .args(["ship", "--once", "--log-level", "warn", "--config"])
+    ship_once_at(cfg, "warn")
+}
+
+/// [`ship_once`] logging at `level`. A run still going after 5 minutes (a sink that
+/// never accepts, say) is killed and fails the test instead of hanging it.
+fn ship_once_at(cfg: &Path, level: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_raylog"))
+        .args(["ship", "--once", "--log-level", level, "--config"])
         .arg(cfg)
         .stdout(Stdio::null())
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "raylog ship --once exited with {}:\n{err}", out.status);
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+        err
+    });
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = reader.join().unwrap();
+    let Some(status) = status else { panic!("raylog ship --once still running after 5 minutes:\n{err}") };
+    assert!(status.success(), "raylog ship --once exited with {status}:\n{err}");
     err
 }
 
@@ -223,12 +249,30 @@ fn real_loki_backfill_faster_than_the_ingestion_rate_limit() {
     let want = record_count(std::slice::from_ref(&ray));
     let state = tmp.0.join("state");
     let started = Instant::now();
-    ship_once(&config(&tmp.0, &ray, &state, &loki, "ratelimit", ""));
-    assert!(dead_letters(&state).is_empty());
+    let err = ship_once_at(&config(&tmp.0, &ray, &state, &loki, "ratelimit", ""), "info");
+    assert!(dead_letters(&state).is_empty(), "dead letters:\n{err}");
     assert_eq!(loki.stored("{cluster=\"ratelimit\"}", want), want);
+    // raylog starts at its default pace (3 MiB/s), over this Loki's 1 MiB/s: its first
+    // push is refused with 429, and Loki counts that push's entries as discarded
+    // (raylog sends them again). Nothing else is discarded.
     let discarded = loki.discarded();
-    // Loki counts the pushes it refused before raylog learned its pace; those were
-    // sent again: nothing is missing, and nothing else was discarded.
-    assert!(discarded.keys().all(|r| r == "rate_limited"), "{discarded:?}");
-    eprintln!("rate limit 1 MB/s: {want} records in {:?}, discarded {discarded:?}", started.elapsed());
+    assert_eq!(discarded.len(), 1, "one reason, rate_limited: {discarded:?}\n{err}");
+    let n = discarded.get("rate_limited").copied().unwrap_or_else(|| panic!("{discarded:?}"));
+    assert!(n > 0 && n < want, "{n} of {want} discarded");
+    // raylog learns the limit Loki states in the 429 and paces at 90 % of it...
+    let pacing: Vec<&str> = err.lines().filter(|l| l.contains("pacing pushes below it")).collect();
+    assert_eq!(pacing.len(), 1, "raylog learns the limit once:\n{err}");
+    assert!(pacing[0].contains("bytes_per_second=943718"), "90 % of 1 MiB/s: {}", pacing[0]);
+    // ...so that one push is the only one refused: its entries are all Loki discarded.
+    let refused: Vec<u64> = err
+        .lines()
+        .filter(|l| l.contains("HTTP 429") && l.contains("(limit: 1048576 bytes/sec)"))
+        .map(|l| {
+            let n = l.split("attempting to ingest '").nth(1).and_then(|r| r.split('\'').next());
+            n.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no line count in {l}"))
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "one push refused with 429, then paced:\n{err}");
+    assert_eq!(refused[0], n, "the refused push's entries are what Loki discarded:\n{err}");
+    eprintln!("rate limit 1 MiB/s: {want} records in {:?}, discarded {discarded:?}", started.elapsed());
 }

@@ -127,6 +127,8 @@ fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     assert!(std::fs::read(dir.join(SNAPSHOT)).unwrap() != snapshot);
     std::fs::rename(dir.join("checkpoints.1.journal.keep"), &journal).unwrap();
     let after = load(&dir).unwrap();
+    // Every file the 20,000 updates named, each at the offset the new snapshot has.
+    assert_eq!(after.len(), 20_000);
     assert!(after.values().all(|c| c.offset == 2), "the old journal is not replayed over the new snapshot");
     let _ = std::fs::remove_dir_all(&dir);
 }

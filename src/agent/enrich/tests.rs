@@ -22,10 +22,12 @@ fn ray_counter() -> RayCounter {
 
 const WORKER: &str = "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2";
 const ACTOR: &str = "6b5c1cd3ac1d3ea6c1c4a1b301000000";
+/// Another actor's worker, whose actor is never learned.
+const OTHER_WORKER: &str = "c1d2e3f405162738495a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6";
 const HOLD: Duration = Duration::from_secs(10);
 
-/// One actor worker's file, parsed chunk by chunk through a router into a batch
-/// and the hold, as the reader does.
+/// One actor worker's file (and another's), parsed chunk by chunk through a router
+/// into a batch and the hold, as the reader does.
 struct Rig {
     batch: Batch,
     hold: Hold,
@@ -34,13 +36,18 @@ struct Rig {
     parser: FileParser,
     meta: Arc<raylog_parsers::FileMeta>,
     key: FileKey,
+    other: (FileParser, Arc<raylog_parsers::FileMeta>),
 }
+
+/// The other worker's file.
+const OTHER_KEY: FileKey = FileKey { dev: 1, ino: 3 };
 
 impl Rig {
     fn new() -> Rig {
         let name = format!("worker-{WORKER}-01000000-4242.out");
         let meta = Arc::new(classify(&name, Some("session_x")));
         let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
+        let other = Arc::new(classify(&format!("worker-{OTHER_WORKER}-01000000-4343.out"), Some("session_x")));
         Rig {
             batch: Batch::new(1, node),
             hold: Hold::default(),
@@ -49,6 +56,7 @@ impl Rig {
             parser: FileParser::new((*meta).clone(), None, None),
             meta,
             key: FileKey { dev: 1, ino: 2 },
+            other: (FileParser::new((*other).clone(), None, None), other),
         }
     }
 
@@ -65,12 +73,26 @@ impl Rig {
         (before, Instant::now())
     }
 
+    /// [`Rig::read`] for the other worker's file.
+    fn read_other(&mut self, text: &str) -> (Instant, Instant) {
+        let before = Instant::now();
+        let parts = (OTHER_KEY, self.other.1.clone(), doc_id_seed("1:3"));
+        let mut router = Router::new(&mut self.batch, &mut self.hold, &mut self.ray, parts, None, HOLD);
+        let opts = Options::default();
+        self.other.0.push(text.as_bytes(), &mut self.corr, &opts, &mut |r| router.route(r));
+        self.other.0.flush(&mut self.corr, &opts, &mut |r| router.route(r));
+        (before, Instant::now())
+    }
+
     /// Releases what is due at `now`: (message, actor id) in the order released.
+    /// The other worker's messages start with "other".
     fn release(&mut self, now: Instant) -> Vec<(String, Option<String>)> {
         let mut out = vec![];
         self.hold.release(now, &self.corr, &|_| None, false, usize::MAX, &mut |r, key, seed| {
-            assert_eq!(key, FileKey { dev: 1, ino: 2 });
-            assert_eq!(seed, doc_id_seed("1:2"), "a held record keeps its file's document-id seed");
+            let other = r.message.starts_with("other");
+            assert_eq!(key, if other { OTHER_KEY } else { FileKey { dev: 1, ino: 2 } });
+            let want = doc_id_seed(if other { "1:3" } else { "1:2" });
+            assert_eq!(seed, want, "a held record keeps its file's document-id seed");
             out.push((r.message.to_string(), r.ids.actor_id.map(|a| a.as_str().to_string())));
         });
         out
@@ -90,28 +112,42 @@ fn msgs(v: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
 fn an_actors_output_waits_for_its_actor_and_goes_out_tagged() {
     let mut rig = Rig::new();
     let (_, after) = rig.read(":actor_name:Counter\nprint 0\nprint 1\n");
+    // Another actor's print, read later: it waits for its own actor, never learned.
+    let (_, other_after) = rig.read_other(":actor_name:Other\nother 0\n");
     assert_eq!(rig.batch.len(), 0, "an actor's print went out before its actor was known");
-    assert_eq!(rig.hold.len(), 2);
+    assert_eq!(rig.hold.len(), 3);
     assert_eq!(rig.release(after), vec![], "released with the actor still unknown and the wait not over");
     rig.learn_actor();
     assert_eq!(rig.release(after), msgs(&[("print 0", Some(ACTOR)), ("print 1", Some(ACTOR))]));
+    // Nothing is released twice: with the other print still held (its wait began
+    // after `after`), releasing again gives nothing, and once its wait is over only
+    // it goes out.
+    assert_eq!(rig.release(after), vec![], "released twice");
+    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.release(other_after + HOLD), msgs(&[("other 0", None)]), "released twice");
     assert!(rig.hold.is_empty());
-    // Nothing is released twice.
-    assert_eq!(rig.release(after + HOLD * 2), vec![]);
 }
 
 #[test]
 fn an_unknown_actors_output_goes_out_untagged_after_actor_hold() {
     let mut rig = Rig::new();
     let (before, after) = rig.read(":actor_name:Counter\nprint 0\nprint 1\n");
-    assert_eq!(rig.hold.len(), 2);
+    // A later print, read strictly after `after` (a spin of nanoseconds, not a
+    // sleep): its wait ends strictly after the first two's.
+    while Instant::now() <= after {}
+    let (_, after2) = rig.read("print 2\n");
+    assert_eq!(rig.hold.len(), 3);
     // Just inside the wait (it began at `before` at the earliest): still held.
     assert_eq!(rig.release(before + HOLD - Duration::from_millis(1)), vec![]);
-    assert_eq!(rig.hold.len(), 2);
+    assert_eq!(rig.hold.len(), 3);
     // Past it (it began at `after` at the latest): out, untagged, in order.
     assert_eq!(rig.release(after + HOLD), msgs(&[("print 0", None), ("print 1", None)]));
+    // "print 2" still waits; releasing again gives nothing, and once its wait is
+    // over only it goes out.
+    assert_eq!(rig.release(after + HOLD), vec![], "released twice");
+    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.release(after2 + HOLD), msgs(&[("print 2", None)]), "released twice");
     assert!(rig.hold.is_empty());
-    assert_eq!(rig.release(after + HOLD * 2), vec![], "released twice");
 }
 
 #[test]
