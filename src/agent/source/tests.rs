@@ -311,3 +311,26 @@ fn m3_a_listing_that_fails_forgets_nothing() {
     assert_once(&got, &[("x 0", 0, a, "x 0"), ("x 1", 4, a, "x 0"), ("x 2", 8, a, "x 0"), ("y 0", 0, b, "y 0")]);
     assert_eq!(rig.source.table.len(), 2, "both files still tracked");
 }
+
+/// What Ray deleted before it could be read is the one loss allowed: counted, in
+/// files and bytes, once the file is known to be gone.
+#[test]
+fn a_closed_file_deleted_with_bytes_unread_is_counted_lost() {
+    let mut rig = Rig::with("lost", 8, true);
+    let x = rig.logs().join(worker(5));
+    write(&x, "a 0\na 1\n");
+    let mut got = rig.round_sent(everything());
+    got.extend(rounds(&mut rig, 5));
+    let a = rig.key_of(&x);
+    rig.source.close(a);
+    write(&x, "a 2\n");
+    // The write is seen; Ray deletes the file before the reader opens it again.
+    rig.source.look(paths(&[&x]));
+    std::fs::remove_file(&x).unwrap();
+    got.extend(rig.rest_of_round());
+    got.extend(rounds(&mut rig, 30));
+    assert_once(&got, &[("a 0", 0, a, "a 0"), ("a 1", 4, a, "a 0")]);
+    let m = &rig.source.metrics;
+    assert_eq!((m.files_lost.load(Relaxed), m.bytes_lost.load(Relaxed)), (1, 4), "one file, its 4 unread bytes");
+    assert_eq!(rig.source.table.len(), 0, "forgotten once a listing confirmed it gone");
+}
