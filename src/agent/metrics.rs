@@ -61,8 +61,8 @@ pub struct Metrics {
     pub files_open: AtomicI64,
     pub bytes_behind: AtomicI64,
     pub read_errors: AtomicU64,
-    /// Files Ray deleted (or replaced) before they were read to their end, and the
-    /// bytes known unread then.
+    /// Files deleted (or moved out of the logs dirs) while closed, before they were
+    /// read to their end, and the bytes known unread then.
     pub files_lost: AtomicU64,
     pub bytes_lost: AtomicU64,
     pub checkpoints_written: AtomicU64,
@@ -96,7 +96,7 @@ impl Metrics {
         counter("raylog_read_errors_total", "Errors reading files.", self.read_errors.load(Relaxed));
         counter(
             "raylog_files_lost_total",
-            "Files Ray deleted or replaced before they were read to their end (each named in a warning).",
+            "Files deleted (or moved out of the logs dirs) while closed, before they were read to their end (each named in a warning).",
             self.files_lost.load(Relaxed),
         );
         counter(

@@ -105,7 +105,7 @@ impl Source {
         point
     }
 
-    /// Ray deleted (or replaced) `path` with `bytes` not read, from `offset` on.
+    /// Ray deleted `path` (or moved it away) with `bytes` not read, from `offset` on.
     pub(super) fn lost(&self, path: &std::path::Path, bytes: u64, offset: u64) {
         self.metrics.files_lost.fetch_add(1, Relaxed);
         self.metrics.bytes_lost.fetch_add(bytes, Relaxed);
@@ -113,7 +113,7 @@ impl Source {
             path = %path.display(),
             offset,
             bytes,
-            "file deleted before it was read to its end (it was closed: over source.max_open_files, or idle for source.close_inactive); those bytes are not shipped"
+            "file deleted (or moved out of the logs dirs) before it was read to its end, while it was closed (over source.max_open_files, or idle for source.close_inactive); those bytes are not shipped: raise source.max_open_files or source.close_inactive if this repeats"
         );
     }
 
