@@ -104,6 +104,15 @@ pub fn write_record(out: &mut Vec<u8>, rec: &Record<'_>) {
 /// The `,"fields":{…}` member.
 fn write_fields(out: &mut Vec<u8>, fields: &Fields<'_>) {
     out.extend_from_slice(b",\"fields\":");
+    write_fields_object(out, fields);
+}
+
+/// The record's `fields` as one JSON object (`{}` when there are none).
+pub fn write_fields_object(out: &mut Vec<u8>, fields: &Fields<'_>) {
+    if fields.is_empty() {
+        out.extend_from_slice(b"{}");
+        return;
+    }
     let mut open = b'{';
     for fld in fields.iter() {
         out.push(open);

@@ -49,16 +49,20 @@ impl IdField {
 
 /// What the configured sinks read from a batch. Writing each record's NDJSON and
 /// copying its fields into `text` are most of what building a batch costs, so only
-/// what some sink reads is built: Loki (message lines) reads fields, Elasticsearch,
-/// stdout and file read the JSON.
+/// what some sink reads is built: Loki (message lines) reads fields, OTLP fields and
+/// the parser's extra pairs, Elasticsearch, stdout and file read the JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Needs {
     pub json: bool,
     pub fields: bool,
+    /// The parser's other pairs (the record's `fields` object), as JSON in
+    /// [`BatchRecord::extra`].
+    pub extra: bool,
 }
 
 impl Needs {
-    pub const ALL: Needs = Needs { json: true, fields: true };
+    pub const ALL: Needs = Needs { json: true, fields: true, extra: true };
+    pub const NONE: Needs = Needs { json: false, fields: false, extra: false };
 }
 
 impl Default for Needs {
@@ -72,6 +76,8 @@ impl Default for Needs {
 pub struct BatchRecord {
     /// Nanoseconds since the epoch (the record's time, or the time it was read).
     pub timestamp_ns: i64,
+    /// When the record was read (released, for a record held for its actor).
+    pub observed_ns: i64,
     pub level: Option<Level>,
     pub stream: Option<Stream>,
     pub pid: Option<u32>,
@@ -89,6 +95,9 @@ pub struct BatchRecord {
     pub task_name: Span,
     pub actor_name: Span,
     pub ids: [Span; 5],
+    /// The record's `fields` object as JSON (`{"source":"a.cc:1"}`), empty when it has
+    /// none or unless [`Needs::extra`].
+    pub extra: Span,
     /// Stable identity of the record: file identity and offset. Elasticsearch uses
     /// it as `_id` so a replay is not indexed twice.
     pub doc_id: u128,
@@ -247,6 +256,7 @@ impl Batch {
     pub fn push(&mut self, r: &Record<'_>, now_ns: i64, doc_id: u128) {
         let mut entry = BatchRecord {
             timestamp_ns: r.timestamp.map_or(now_ns, |t| t.0),
+            observed_ns: now_ns,
             level: r.level,
             stream: r.file.stream,
             pid: r.pid,
@@ -261,6 +271,11 @@ impl Batch {
         }
         if self.needs.fields {
             self.push_fields(r, &mut entry);
+        }
+        if self.needs.extra && !r.fields.is_empty() {
+            let start = self.text.len() as u32;
+            raylog_parsers::ndjson::write_fields_object(&mut self.text, r.fields);
+            entry.extra = Span { start, len: self.text.len() as u32 - start };
         }
         self.entries.push(entry);
     }
@@ -345,6 +360,10 @@ impl Batch {
         }
         member(out, "task_name", e.task_name);
         member(out, "actor_name", e.actor_name);
+        if !e.extra.is_empty() {
+            out.extend_from_slice(b",\"fields\":");
+            out.extend_from_slice(self.str(e.extra).as_bytes());
+        }
         out.extend_from_slice(self.node.json_members.as_bytes());
         out.push(b'}');
     }
@@ -478,7 +497,7 @@ mod tests {
 
     #[test]
     fn only_what_the_sinks_read_is_built() {
-        let loki = one_record(Needs { json: false, fields: true });
+        let loki = one_record(Needs { json: false, fields: true, extra: false });
         assert!(loki.json.is_empty(), "no sink reads the JSON");
         let e = &loki.entries[0];
         assert_eq!(loki.str(e.component), "worker");
@@ -495,7 +514,7 @@ mod tests {
         assert_eq!(v["session"], "session_x");
         assert_eq!(v["timestamp"], "1970-01-01T00:00:05.000Z");
 
-        let es = one_record(Needs { json: true, fields: false });
+        let es = one_record(Needs { json: true, fields: false, extra: false });
         assert!(es.text.is_empty(), "no sink reads the fields");
         let v: serde_json::Value = serde_json::from_str(es.json_of(&es.entries[0])).unwrap();
         assert_eq!(v["job_id"], "01000000");
@@ -505,7 +524,7 @@ mod tests {
     #[test]
     fn records_of_one_file_share_its_spans() {
         let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
-        let mut b = Batch::new(1, node).needing(Needs { json: false, fields: true });
+        let mut b = Batch::new(1, node).needing(Needs { json: false, fields: true, extra: false });
         let (mut corr, opts) = (Correlator::new(), Options::default());
         for name in ["raylet.out", "gcs_server.out"] {
             let mut p = FileParser::new(classify(name, Some("s")), None, None);

@@ -20,7 +20,7 @@ pub struct SinkMetrics {
     pub bytes_sent: AtomicU64,
     pub retries: AtomicU64,
     /// By [`DeadReason`] (its discriminant is the index).
-    pub dead_letters: [AtomicU64; 4],
+    pub dead_letters: [AtomicU64; crate::agent::sinks::DeadReason::ALL.len()],
     pub duplicates: AtomicU64,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_count: AtomicU64,

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
+use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
 pub use events::{EventsConfig, EventsRaw};
 use source::validate_source;
 pub use source::{SourceConfig, SourceRaw, StartAt};
@@ -102,6 +103,7 @@ pub struct ApiRaw {
 pub enum SinkRaw {
     Loki(LokiRaw),
     Elasticsearch(EsRaw),
+    Otlp(OtlpRaw),
     Stdout(StdoutRaw),
     File(FileRaw),
 }
@@ -151,6 +153,7 @@ pub struct RetryConfig {
 pub enum SinkConfig {
     Loki(Box<LokiConfig>),
     Elasticsearch(Box<EsConfig>),
+    Otlp(Box<OtlpConfig>),
     Stdout { name: String },
     File { name: String, path: PathBuf },
 }
@@ -161,6 +164,7 @@ impl SinkConfig {
         match self {
             SinkConfig::Loki(c) => &c.name,
             SinkConfig::Elasticsearch(c) => &c.name,
+            SinkConfig::Otlp(c) => &c.name,
             SinkConfig::Stdout { name } | SinkConfig::File { name, .. } => name,
         }
     }
@@ -185,13 +189,14 @@ pub struct Config {
 impl Config {
     /// What the configured sinks read from each batch (see [`Needs`]).
     pub fn batch_needs(&self) -> crate::agent::batch::Needs {
-        let mut needs = crate::agent::batch::Needs { json: false, fields: false };
+        let mut needs = crate::agent::batch::Needs::NONE;
         for s in &self.sinks {
             match s {
                 SinkConfig::Loki(c) => {
                     needs.fields = true;
                     needs.json |= c.line_format == crate::agent::sinks::loki::config::LineContent::Json;
                 }
+                SinkConfig::Otlp(_) => (needs.fields, needs.extra) = (true, true),
                 SinkConfig::Elasticsearch(_) | SinkConfig::Stdout { .. } | SinkConfig::File { .. } => needs.json = true,
             }
         }
@@ -337,6 +342,7 @@ fn validate_sink(s: &SinkRaw, key: &str, p: &mut Problems) -> SinkConfig {
     match s {
         SinkRaw::Loki(l) => SinkConfig::Loki(Box::new(l.validate(key, p))),
         SinkRaw::Elasticsearch(e) => SinkConfig::Elasticsearch(Box::new(e.validate(key, p))),
+        SinkRaw::Otlp(o) => SinkConfig::Otlp(Box::new(o.validate(key, p))),
         SinkRaw::Stdout(o) => SinkConfig::Stdout { name: o.name.clone().unwrap_or_else(|| "stdout".into()) },
         SinkRaw::File(f) => {
             let path = f.path.clone().unwrap_or_else(|| {
@@ -427,6 +433,7 @@ impl Serialize for RedactedSink<'_> {
         match self.0 {
             SinkRaw::Loki(l) => SinkRaw::Loki(l.redacted()).serialize(ser),
             SinkRaw::Elasticsearch(e) => SinkRaw::Elasticsearch(e.redacted()).serialize(ser),
+            SinkRaw::Otlp(o) => SinkRaw::Otlp(o.redacted()).serialize(ser),
             other => other.serialize(ser),
         }
     }
@@ -463,11 +470,15 @@ mod tests {
         };
         let loki = "[[sinks]]\ntype = \"loki\"\nendpoint = \"http://l:3100\"\n";
         let es = "[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"http://e:9200\"\n";
-        assert_eq!(needs(loki), Needs { json: false, fields: true });
-        assert_eq!(needs(&format!("{loki}line_format = \"json\"\n")), Needs::ALL);
-        assert_eq!(needs(es), Needs { json: true, fields: false });
-        assert_eq!(needs(&format!("{loki}{es}")), Needs::ALL);
-        assert_eq!(needs(""), Needs { json: true, fields: false }, "stdout when no sink is configured");
+        assert_eq!(needs(loki), Needs { json: false, fields: true, extra: false });
+        let otlp = "[[sinks]]\ntype = \"otlp\"\nendpoint = \"http://c:4318\"\n";
+        let json_loki = Needs { json: true, fields: true, extra: false };
+        assert_eq!(needs(&format!("{loki}line_format = \"json\"\n")), json_loki);
+        assert_eq!(needs(es), Needs { json: true, fields: false, extra: false });
+        assert_eq!(needs(&format!("{loki}{es}")), json_loki);
+        assert_eq!(needs(otlp), Needs { json: false, fields: true, extra: true });
+        assert_eq!(needs(&format!("{otlp}{es}")), Needs::ALL);
+        assert_eq!(needs(""), Needs { json: true, fields: false, extra: false }, "stdout when no sink is configured");
     }
 
     #[test]

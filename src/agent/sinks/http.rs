@@ -59,10 +59,16 @@ pub struct Http {
 impl HttpRaw<'_> {
     /// Validates the connection keys; problems are keyed under `key`.
     pub fn validate(&self, key: &str, p: &mut Problems) -> Http {
-        let base = parse_endpoint(self.endpoint, key, self.example, p);
+        let mut base = parse_endpoint(self.endpoint, key, self.example, p);
         let url = if base.path().ends_with(self.api_path) {
             base
         } else {
+            // A path prefix (a reverse proxy's, Loki's `/otlp`) is kept: `join` would
+            // replace its last segment.
+            if !base.path().ends_with('/') {
+                let path = format!("{}/", base.path());
+                base.set_path(&path);
+            }
             base.join(self.api_path.trim_start_matches('/')).unwrap_or(base)
         };
         let basic_auth =

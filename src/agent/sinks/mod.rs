@@ -15,6 +15,8 @@ pub mod elasticsearch;
 pub mod http;
 pub mod loki;
 pub mod ndjson;
+pub mod otlp;
+pub mod pb;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,11 +53,14 @@ pub enum DeadReason {
     TooFarBehind,
     /// Any other refusal (invalid for the sink, too large, a mapping conflict).
     Rejected,
+    /// Sent in an OTLP request of which the receiver refused some records without
+    /// naming them (a partial success): this one may be among them.
+    Partial,
 }
 
 impl DeadReason {
-    pub const ALL: [DeadReason; 4] =
-        [DeadReason::TooOld, DeadReason::TooNew, DeadReason::TooFarBehind, DeadReason::Rejected];
+    pub const ALL: [DeadReason; 5] =
+        [DeadReason::TooOld, DeadReason::TooNew, DeadReason::TooFarBehind, DeadReason::Rejected, DeadReason::Partial];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -63,6 +68,7 @@ impl DeadReason {
             DeadReason::TooNew => "too_new",
             DeadReason::TooFarBehind => "too_far_behind",
             DeadReason::Rejected => "rejected",
+            DeadReason::Partial => "partial",
         }
     }
 }
@@ -80,6 +86,9 @@ pub struct Delivery {
     /// earlier attempt, e.g. one that timed out on our side or was replayed after a
     /// restart. Counted as sent too.
     pub duplicates: u64,
+    /// How many of the [`DeadReason::Partial`] records in `rejected` the receiver
+    /// stored after all: counted as sent, not as dead letters.
+    pub stored_anyway: u64,
 }
 
 /// Classifies an HTTP answer: 429 and 5xx are transient, other 4xx permanent.
@@ -122,6 +131,7 @@ pub enum SinkImpl {
     Ndjson(ndjson::NdjsonSink),
     Loki(loki::service::LokiSink),
     Elasticsearch(elasticsearch::service::EsSink),
+    Otlp(otlp::service::OtlpSink),
 }
 
 impl SinkImpl {
@@ -131,6 +141,7 @@ impl SinkImpl {
             SinkConfig::File { path, .. } => SinkImpl::Ndjson(ndjson::NdjsonSink::file(path)?),
             SinkConfig::Loki(c) => SinkImpl::Loki(loki::service::LokiSink::new((**c).clone())),
             SinkConfig::Elasticsearch(c) => SinkImpl::Elasticsearch(elasticsearch::service::EsSink::new((**c).clone())),
+            SinkConfig::Otlp(c) => SinkImpl::Otlp(otlp::service::OtlpSink::new((**c).clone())),
         })
     }
 
@@ -140,6 +151,7 @@ impl SinkImpl {
             SinkImpl::Ndjson(s) => s.send(batch, only),
             SinkImpl::Loki(s) => s.send(batch, only).await,
             SinkImpl::Elasticsearch(s) => s.send(batch, only).await,
+            SinkImpl::Otlp(s) => s.send(batch, only).await,
         }
     }
 }
@@ -176,7 +188,7 @@ pub struct SinkTask {
     /// Where delivered batches go back to the reader.
     pub recycler: crate::agent::batch::Recycler,
     /// When dead letters of each [`DeadReason`] were last logged, and how many since.
-    pub dead_logged: [(Option<Instant>, u64); 4],
+    pub dead_logged: [(Option<Instant>, u64); DeadReason::ALL.len()],
     /// Asks the agent to stop, as a signal would (see [`SendError::Gone`]).
     pub stop: Arc<tokio::sync::Notify>,
 }
@@ -224,10 +236,10 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
         match sent {
             Ok((d, bytes)) => {
                 m.bytes_sent.fetch_add(bytes as u64, Relaxed);
-                let done = pending - d.retry.len() as u64 - d.rejected.len() as u64;
+                let done = pending - d.retry.len() as u64 - d.rejected.len() as u64 + d.stored_anyway;
                 m.records_sent.fetch_add(done, Relaxed);
                 m.duplicates.fetch_add(d.duplicates, Relaxed);
-                if !d.rejected.is_empty() && !dead_letter(t, batch, &d.rejected).await {
+                if !d.rejected.is_empty() && !dead_letter(t, batch, &d.rejected, d.stored_anyway).await {
                     return false;
                 }
                 if d.retry.is_empty() {
@@ -247,7 +259,7 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                     Some(o) => o.iter().map(|&i| (i, DeadReason::Rejected, reason.clone())).collect(),
                     None => (0..batch.len() as u32).map(|i| (i, DeadReason::Rejected, reason.clone())).collect(),
                 };
-                return dead_letter(t, batch, &all).await;
+                return dead_letter(t, batch, &all, 0).await;
             }
             Err(SendError::Gone(reason)) => {
                 tracing::info!(sink = %t.name, %reason, "nothing left to deliver to; stopping");
@@ -299,8 +311,14 @@ async fn given_up(give_up: &mut watch::Receiver<bool>) {
 
 /// Writes rejected records to the dead-letter file and fsyncs it, on a blocking
 /// thread, retrying a failed write with backoff: they are acknowledged only once
-/// durable. False if shutdown cut it short.
-async fn dead_letter(t: &mut SinkTask, batch: &Batch, rejected: &[(u32, DeadReason, String)]) -> bool {
+/// durable. `stored_anyway` of the [`DeadReason::Partial`] ones are not counted as
+/// dead letters (see [`Delivery::stored_anyway`]). False if shutdown cut it short.
+async fn dead_letter(
+    t: &mut SinkTask,
+    batch: &Batch,
+    rejected: &[(u32, DeadReason, String)],
+    stored_anyway: u64,
+) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
     log_dead(t, rejected);
     let mut lines = DeadLetter::encode(&t.name, batch, rejected);
@@ -343,8 +361,14 @@ async fn dead_letter(t: &mut SinkTask, batch: &Batch, rejected: &[(u32, DeadReas
         }
     }
     let m = &t.metrics.sinks[t.index];
+    let mut counts = [0u64; DeadReason::ALL.len()];
     for (_, kind, _) in rejected {
-        m.dead_letters[*kind as usize].fetch_add(1, Relaxed);
+        counts[*kind as usize] += 1;
+    }
+    let partial = &mut counts[DeadReason::Partial as usize];
+    *partial = partial.saturating_sub(stored_anyway);
+    for (counter, n) in m.dead_letters.iter().zip(counts) {
+        counter.fetch_add(n, Relaxed);
     }
     true
 }

@@ -10,7 +10,6 @@ pub mod config;
 pub mod encode;
 mod fields;
 pub mod pace;
-mod pb;
 pub mod refusal;
 pub mod service;
 

@@ -28,8 +28,8 @@ use raylog_parsers::ndjson::write_str;
 
 use super::config::{LineContent, LokiConfig, LokiEncoding, METADATA_FIELDS, TEMPLATE_FIELDS};
 use super::fields::{format_u64, Field};
-use super::pb;
 use crate::agent::batch::{floor_char_boundary, Batch, BatchRecord};
+use crate::agent::sinks::pb;
 
 /// Used when every configured label renders empty: Loki refuses a stream without labels.
 const FALLBACK_LABEL: (&str, &str) = ("service_name", "ray");

@@ -2,8 +2,8 @@
 //! stream and one `EntryAdapter` per record (the encoder's hot path), written with
 //! the wire helpers of [`super::super::pb`].
 
-use super::super::pb;
 use super::*;
+use crate::agent::sinks::pb;
 
 impl LokiEncoder {
     pub(super) fn write_protobuf(&mut self, batch: &Batch) {

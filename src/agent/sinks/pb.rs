@@ -1,5 +1,6 @@
-//! Protobuf wire encoding, just what Loki's `PushRequest` needs (proto3: empty strings
-//! and zero scalars are left out).
+//! Protobuf wire encoding, hand-written: just what the sinks send (Loki's
+//! `PushRequest`, OTLP's `ExportLogsServiceRequest`). proto3: empty strings and zero
+//! scalars are left out, except where a `oneof` needs them (`AnyValue`).
 
 pub const VARINT: u8 = 0;
 pub const LEN: u8 = 2;
@@ -86,4 +87,21 @@ pub fn timestamp(out: &mut Vec<u8>, ns: i64) {
             varint(out, v as u64);
         }
     }
+}
+
+/// Wire type of `fixed64` and `double`.
+pub const I64: u8 = 1;
+
+/// A `fixed64` field (OTLP's times), always written: a time of 0 means unknown.
+pub fn fixed64(out: &mut Vec<u8>, field: u8, v: u64) {
+    key(out, field, I64);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A length-delimited field written even when empty (a `oneof` member: its presence
+/// is the value).
+pub fn bytes_always(out: &mut Vec<u8>, field: u8, s: &[u8]) {
+    key(out, field, LEN);
+    varint(out, s.len() as u64);
+    out.extend_from_slice(s);
 }

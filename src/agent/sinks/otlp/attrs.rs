@@ -1,0 +1,246 @@
+//! The mapping of a record onto OTLP: its severity and its attributes, in the
+//! order both encoders write them. One table, so the protobuf and the JSON bodies
+//! cannot drift apart; the README's table is this file.
+//!
+//! Semantic-convention names where one exists (`process.pid`, `log.file.name`,
+//! `log.iostream`, `code.filepath`/`code.lineno`, `log.record.uid`), `ray.*` for
+//! the rest. The parser's extra pairs (the record's `fields`) go under `ray.<key>`
+//! with their JSON types kept, except a C++ `source` (`file.cc:N`), which becomes
+//! `code.filepath` and `code.lineno`. Events also get `ray.event_type` (an export
+//! event's `source_type`, an event's `label`) and `ray.state` (an export event's
+//! `event_data.state`), so every kind of event is found by the same two keys.
+
+use raylog_parsers::json::{self, Value};
+use raylog_parsers::record::Level;
+
+use crate::agent::batch::{Batch, BatchRecord, IdField};
+
+/// `severity_number` of the OpenTelemetry log data model for Ray's level.
+pub fn severity_number(l: Level) -> u8 {
+    match l {
+        Level::Trace => 1,
+        Level::Debug => 5,
+        Level::Info => 9,
+        Level::Warning => 13,
+        Level::Error => 17,
+        Level::Fatal => 21,
+    }
+}
+
+/// An attribute's name: a prefix and the rest, so `ray.<field>` is never built.
+#[derive(Clone, Copy, Debug)]
+pub struct Key<'a>(pub &'static str, pub &'a str);
+
+impl Key<'_> {
+    pub fn len(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.0.as_bytes());
+        out.extend_from_slice(self.1.as_bytes());
+    }
+}
+
+/// An attribute's value.
+#[derive(Clone, Copy, Debug)]
+pub enum Val<'a> {
+    Str(&'a str),
+    Int(i64),
+    Bool(bool),
+    /// 32 lowercase hex digits.
+    Hex128(u128),
+    /// A parser field's raw JSON (an escaped string, a number, an object…).
+    Json(Value<'a>),
+}
+
+const ID_KEYS: [&str; 5] = ["ray.node_id", "ray.job_id", "ray.worker_id", "ray.actor_id", "ray.task_id"];
+
+/// Calls `f` for each attribute of `e`, in a fixed order; absent values are skipped.
+pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+    for id in IdField::ALL {
+        if let Some(v) = batch.id(e, id) {
+            f(Key(ID_KEYS[id as usize], ""), Val::Str(v));
+        }
+    }
+    let text = |f: &mut dyn FnMut(Key<'b>, Val<'b>), k: &'static str, s| {
+        let s = batch.str(s);
+        if !s.is_empty() {
+            f(Key(k, ""), Val::Str(s));
+        }
+    };
+    text(f, "ray.component", e.component);
+    text(f, "ray.session", e.session);
+    text(f, "ray.submission_id", e.submission_id);
+    text(f, "ray.task_name", e.task_name);
+    text(f, "ray.actor_name", e.actor_name);
+    let file = batch.str(e.file);
+    if !file.is_empty() {
+        f(Key("log.file.name", ""), Val::Str(file.rsplit('/').next().unwrap_or(file)));
+        f(Key("ray.file", ""), Val::Str(file));
+        f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
+    }
+    if let Some(s) = e.stream {
+        f(Key("log.iostream", ""), Val::Str(s.as_str()));
+    }
+    if let Some(pid) = e.pid {
+        f(Key("process.pid", ""), Val::Int(pid as i64));
+    }
+    f(Key("log.record.uid", ""), Val::Hex128(e.doc_id));
+    if e.inferred {
+        f(Key("ray.timestamp_inferred", ""), Val::Bool(true));
+    }
+    if e.truncated {
+        f(Key("ray.truncated", ""), Val::Bool(true));
+    }
+    if !e.extra.is_empty() {
+        extra(batch.str(e.extra), batch.str(e.component), f);
+    }
+}
+
+/// The parser's pairs (`fields`): `ray.<key>`, `code.*` from `source`, and the
+/// event keys.
+fn extra<'b>(fields: &'b str, component: &str, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+    let (mut has_type, mut has_state) = (false, false);
+    let (mut event_type, mut state) = (None, None);
+    let _ = json::members(fields, |k, v| match k {
+        "event_type" => has_type = true,
+        "state" => has_state = true,
+        "source_type" if component == "export_event" => event_type = Some(v),
+        "label" if component == "event" => event_type = Some(v),
+        "event_data" => state = nested_member(v, "state"),
+        _ => {}
+    });
+    let _ = json::members(fields, |k, v| {
+        if k == "source" {
+            if let Some((file, line)) = v.plain_str().and_then(code_location) {
+                f(Key("code.filepath", ""), Val::Str(file));
+                f(Key("code.lineno", ""), Val::Int(line));
+                return;
+            }
+        }
+        f(Key("ray.", k), Val::Json(v));
+    });
+    if let Some(v) = event_type.filter(|_| !has_type) {
+        f(Key("ray.event_type", ""), Val::Json(v));
+    }
+    if let Some(v) = state.filter(|_| !has_state) {
+        f(Key("ray.state", ""), Val::Json(v));
+    }
+}
+
+/// The member `name` of a JSON object value.
+fn nested_member<'b>(v: Value<'b>, name: &str) -> Option<Value<'b>> {
+    let Value::Raw(obj) = v else { return None };
+    let mut found = None;
+    json::members(obj, |k, v| {
+        if k == name && found.is_none() {
+            found = Some(v);
+        }
+    })
+    .ok()?;
+    found
+}
+
+/// `gcs_server.cc:1322` → (`gcs_server.cc`, 1322).
+pub fn code_location(s: &str) -> Option<(&str, i64)> {
+    let (file, line) = s.rsplit_once(':')?;
+    if file.is_empty() || line.is_empty() || line.len() > 9 || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((file, line.parse().ok()?))
+}
+
+/// What a raw JSON scalar is, for both encoders.
+pub enum Scalar {
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+    Null,
+    /// Anything else (a number too large for either, a Python `NaN`): sent as text.
+    Text,
+}
+
+/// Reads a raw JSON value that is not a string, object or array.
+pub fn scalar(raw: &str) -> Scalar {
+    match raw {
+        "true" => Scalar::Bool(true),
+        "false" => Scalar::Bool(false),
+        "null" => Scalar::Null,
+        _ if !raw.contains(['.', 'e', 'E']) => raw.parse().map_or(Scalar::Text, Scalar::Int),
+        _ => raw.parse::<f64>().ok().filter(|d| d.is_finite()).map_or(Scalar::Text, Scalar::Double),
+    }
+}
+
+/// Nested JSON deeper than this is sent as its JSON text.
+pub const MAX_DEPTH: u32 = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_locations() {
+        assert_eq!(code_location("gcs_server.cc:1322"), Some(("gcs_server.cc", 1322)));
+        assert_eq!(code_location("worker.py:12"), Some(("worker.py", 12)));
+        for bad in ["x.cc", ":12", "x.cc:", "x.cc:1a", "x.cc:12345678901"] {
+            assert_eq!(code_location(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn scalars() {
+        assert!(matches!(scalar("12"), Scalar::Int(12)));
+        assert!(matches!(scalar("-3"), Scalar::Int(-3)));
+        assert!(matches!(scalar("1.5"), Scalar::Double(d) if d == 1.5));
+        assert!(matches!(scalar("1e3"), Scalar::Double(d) if d == 1000.0));
+        assert!(matches!(scalar("99999999999999999999"), Scalar::Text));
+        assert!(matches!(scalar("true"), Scalar::Bool(true)));
+        assert!(matches!(scalar("null"), Scalar::Null));
+        assert!(matches!(scalar("NaN"), Scalar::Text));
+    }
+
+    #[test]
+    fn event_keys_come_from_each_kind_of_event() {
+        let mut got = Vec::new();
+        let mut f = |k: Key<'_>, v: Val<'_>| got.push(format!("{}{}={}", k.0, k.1, render(v)));
+        extra(
+            r#"{"event_id":"e1","source_type":"EXPORT_ACTOR","event_data":{"state":"ALIVE","pid":5}}"#,
+            "export_event",
+            &mut f,
+        );
+        extra(r#"{"label":"RAY_WORKER_FAILURE","source":"RAYLET"}"#, "event", &mut f);
+        extra(r#"{"event_type":"TASK","state":"RUNNING","source":"node_manager.cc:77"}"#, "ray_event", &mut f);
+        assert_eq!(
+            got,
+            [
+                "ray.event_id=\"e1\"",
+                "ray.source_type=\"EXPORT_ACTOR\"",
+                "ray.event_data={\"state\":\"ALIVE\",\"pid\":5}",
+                "ray.event_type=\"EXPORT_ACTOR\"",
+                "ray.state=\"ALIVE\"",
+                "ray.label=\"RAY_WORKER_FAILURE\"",
+                "ray.source=\"RAYLET\"",
+                "ray.event_type=\"RAY_WORKER_FAILURE\"",
+                "ray.event_type=\"TASK\"",
+                "ray.state=\"RUNNING\"",
+                "code.filepath=node_manager.cc",
+                "code.lineno=77",
+            ]
+        );
+    }
+
+    fn render(v: Val<'_>) -> String {
+        match v {
+            Val::Str(s) => s.to_string(),
+            Val::Int(i) => i.to_string(),
+            Val::Bool(b) => b.to_string(),
+            Val::Hex128(h) => format!("{h:032x}"),
+            Val::Json(j) => j.raw().to_string(),
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Encodes a batch as one OTLP `ExportLogsServiceRequest`: one `ResourceLogs` (the
+//! agent's identity), one `ScopeLogs` (`raylog` and its version), one `LogRecord`
+//! per record, in the batch's order.
+//!
+//! The protobuf is written by hand from `opentelemetry/proto/logs/v1/logs.proto`,
+//! `common/v1/common.proto` and `collector/logs/v1/logs_service.proto` (OTLP 1.x),
+//! with the wire helpers the Loki sink uses ([`crate::agent::sinks::pb`]): the sink
+//! only ever writes these few messages, and a generated-code dependency (prost and
+//! its build script, or the `opentelemetry-proto` crate with tonic) would cost more
+//! build time than the whole encoder is lines. The JSON form ([`json`]) follows the
+//! OTLP/JSON rules: lowerCamelCase names, 64-bit integers as strings, enums as
+//! numbers.
+//!
+//! Field numbers used:
+//! - `ExportLogsServiceRequest.resource_logs` 1; `ResourceLogs.resource` 1,
+//!   `.scope_logs` 2; `Resource.attributes` 1; `ScopeLogs.scope` 1, `.log_records` 2;
+//!   `InstrumentationScope.name` 1, `.version` 2.
+//! - `LogRecord`: `time_unix_nano` 1 (fixed64), `severity_number` 2, `severity_text`
+//!   3, `body` 5, `attributes` 6, `observed_time_unix_nano` 11 (fixed64).
+//! - `KeyValue.key` 1, `.value` 2; `AnyValue` oneof: `string_value` 1, `bool_value`
+//!   2, `int_value` 3, `double_value` 4, `array_value` 5, `kvlist_value` 6;
+//!   `ArrayValue.values` 1, `KeyValueList.values` 1.
+//!
+//! Buffers live in the encoder and are reused; per record nothing is allocated
+//! (an escaped string in a parser field is decoded into a reused scratch string).
+
+mod json;
+
+use std::io::Write;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use raylog_parsers::json::Value;
+
+use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
+use super::config::{OtlpConfig, OtlpEncoding};
+use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
+use crate::agent::sinks::loki::encode::entry_time;
+use crate::agent::sinks::pb;
+
+/// The scope every record is sent under.
+pub const SCOPE_NAME: &str = "raylog";
+pub const SCOPE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// One encoded request.
+pub struct Request {
+    pub body: Vec<u8>,
+    /// Bytes before compression.
+    pub raw_bytes: usize,
+}
+
+/// Reusable request builder.
+pub struct OtlpEncoder {
+    encoding: OtlpEncoding,
+    gzip: bool,
+    /// The configured resource attributes: `service.*` first (`services` of them),
+    /// then `resource_attributes`.
+    resource: Vec<(String, String)>,
+    services: usize,
+    raw: Vec<u8>,
+    scratch: String,
+    /// Size of the last body, to size the next.
+    last_len: usize,
+}
+
+impl OtlpEncoder {
+    pub fn new(cfg: &OtlpConfig) -> OtlpEncoder {
+        let mut resource = vec![("service.name".to_string(), cfg.service_name.clone())];
+        if let Some(ns) = &cfg.service_namespace {
+            resource.push(("service.namespace".into(), ns.clone()));
+        }
+        let services = resource.len();
+        resource.extend(cfg.resource_attributes.iter().map(|(k, v)| (k.clone(), v.clone())));
+        OtlpEncoder {
+            encoding: cfg.encoding,
+            gzip: cfg.gzip,
+            resource,
+            services,
+            raw: Vec::new(),
+            scratch: String::new(),
+            last_len: 0,
+        }
+    }
+
+    /// The resource attributes for records of `node`: `service.name`,
+    /// `service.namespace`, `service.instance.id` (the node's name), the node's
+    /// cluster and name, the configured extras, then the node's labels. A key set
+    /// twice keeps its first value.
+    pub fn resource<'a>(&'a self, node: &'a NodeIdentity) -> Vec<(&'a str, &'a str)> {
+        let mut out: Vec<(&str, &str)> = Vec::with_capacity(self.resource.len() + 3 + node.labels.len());
+        let named = [
+            // Loki's `/otlp` indexes this (and not the node's name): one stream per
+            // node, as the Loki sink's `node` label makes, not one per cluster.
+            ("service.instance.id", node.name.as_str()),
+            ("k8s.cluster.name", node.cluster.as_deref().unwrap_or("")),
+            ("k8s.node.name", &node.name),
+            ("host.name", &node.name),
+        ];
+        let (service, extras) = self.resource.split_at(self.services);
+        let pairs = (service.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .chain(named)
+            .chain(extras.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .chain(node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        for (k, v) in pairs {
+            if !v.is_empty() && !out.iter().any(|(have, _)| *have == k) {
+                out.push((k, v));
+            }
+        }
+        out
+    }
+
+    /// The request for the entries `sel` of `batch`, compressed as configured.
+    pub fn encode(&mut self, batch: &Batch, sel: &[u32]) -> std::io::Result<Request> {
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        raw.reserve(self.last_len + self.last_len / 8);
+        match self.encoding {
+            OtlpEncoding::Protobuf => self.write_protobuf(&mut raw, batch, sel),
+            OtlpEncoding::Json => self.write_json(&mut raw, batch, sel),
+        }
+        let raw_bytes = raw.len();
+        self.last_len = raw_bytes;
+        let body = if self.gzip {
+            let mut gz = GzEncoder::new(Vec::with_capacity(raw_bytes / 6 + 64), Compression::fast());
+            gz.write_all(&raw)?;
+            let body = gz.finish()?;
+            self.raw = raw;
+            body
+        } else {
+            raw
+        };
+        Ok(Request { body, raw_bytes })
+    }
+
+    fn write_protobuf(&mut self, raw: &mut Vec<u8>, batch: &Batch, sel: &[u32]) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let resource = self.resource(&batch.node);
+        // Requests of 16 KiB to 2 MiB take a 3-byte length.
+        pb::nested(raw, 1, 3, |raw| {
+            pb::nested(raw, 1, 2, |raw| {
+                for (k, v) in &resource {
+                    pb_str_attr(raw, 1, Key("", k), v);
+                }
+            });
+            pb::nested(raw, 2, 3, |raw| {
+                pb::nested(raw, 1, 1, |raw| {
+                    pb::str_field(raw, 1, SCOPE_NAME.as_bytes());
+                    pb::str_field(raw, 2, SCOPE_VERSION.as_bytes());
+                });
+                for e in sel.iter().filter_map(|&i| batch.entries.get(i as usize)) {
+                    pb_record(raw, &mut scratch, batch, e);
+                }
+            });
+        });
+        self.scratch = scratch;
+    }
+}
+
+/// One `LogRecord` (field 2 of `ScopeLogs`): the hot path.
+fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRecord) {
+    // Records of 128 B to 16 KiB take a 2-byte length.
+    pb::nested(raw, 2, 2, |raw| {
+        pb::fixed64(raw, 1, entry_time(e).max(0) as u64);
+        if let Some(l) = e.level {
+            pb::key(raw, 2, pb::VARINT);
+            raw.push(attrs::severity_number(l));
+            pb::str_field(raw, 3, l.as_str().as_bytes());
+        }
+        let msg = batch.str(e.message).as_bytes();
+        pb::key(raw, 5, pb::LEN);
+        pb::varint(raw, (1 + pb::varint_len(msg.len() as u64) + msg.len()) as u64);
+        pb::bytes_always(raw, 1, msg);
+        attrs::each(batch, e, &mut |k, v| pb_attr(raw, scratch, 6, k, v, 0));
+        pb::fixed64(raw, 11, e.observed_ns.max(0) as u64);
+    });
+}
+
+/// A `KeyValue` whose value is a string (sizes known up front: no length to patch).
+fn pb_str_attr(raw: &mut Vec<u8>, field: u8, k: Key<'_>, v: &str) {
+    let any = 1 + pb::varint_len(v.len() as u64) + v.len();
+    let kv = 1 + pb::varint_len(k.len() as u64) + k.len() + pb::msg_field_len(any);
+    pb::key(raw, field, pb::LEN);
+    pb::varint(raw, kv as u64);
+    pb::key(raw, 1, pb::LEN);
+    pb::varint(raw, k.len() as u64);
+    k.write(raw);
+    pb::key(raw, 2, pb::LEN);
+    pb::varint(raw, any as u64);
+    pb::bytes_always(raw, 1, v.as_bytes());
+}
+
+/// A `KeyValue` as field `field` of the message being written, `depth` levels down.
+fn pb_attr(raw: &mut Vec<u8>, scratch: &mut String, field: u8, k: Key<'_>, v: Val<'_>, depth: u32) {
+    match v {
+        Val::Str(s) => pb_str_attr(raw, field, k, s),
+        Val::Hex128(h) => pb_str_attr(raw, field, k, hex128(&mut [0; 32], h)),
+        v => pb::nested(raw, field, 1, |raw| {
+            pb::key(raw, 1, pb::LEN);
+            pb::varint(raw, k.len() as u64);
+            k.write(raw);
+            pb::nested(raw, 2, 1, |raw| pb_any(raw, scratch, v, depth));
+        }),
+    }
+}
+
+/// `v` as 32 lowercase hex digits, in `buf`.
+pub fn hex128(buf: &mut [u8; 32], v: u128) -> &str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in buf.chunks_exact_mut(2).zip(v.to_be_bytes()) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 0xf) as usize];
+    }
+    // Hex digits are ASCII.
+    std::str::from_utf8(buf).unwrap_or_default()
+}
+
+/// The body of an `AnyValue`.
+fn pb_any(raw: &mut Vec<u8>, scratch: &mut String, v: Val<'_>, depth: u32) {
+    match v {
+        Val::Str(s) => pb::bytes_always(raw, 1, s.as_bytes()),
+        Val::Bool(b) => {
+            pb::key(raw, 2, pb::VARINT);
+            raw.push(b as u8);
+        }
+        Val::Int(i) => {
+            pb::key(raw, 3, pb::VARINT);
+            pb::varint(raw, i as u64);
+        }
+        Val::Hex128(h) => pb::bytes_always(raw, 1, hex128(&mut [0; 32], h).as_bytes()),
+        Val::Json(j) => pb_json(raw, scratch, j, depth),
+    }
+}
+
+/// The body of an `AnyValue` for a raw JSON value: strings decoded, numbers and
+/// booleans typed, objects as `kvlist_value`, arrays as `array_value`, `null` empty.
+fn pb_json(raw: &mut Vec<u8>, scratch: &mut String, j: Value<'_>, depth: u32) {
+    match j {
+        Value::Str(s, false) => pb::bytes_always(raw, 1, &s.as_bytes()[1..s.len() - 1]),
+        Value::Str(s, true) => {
+            scratch.clear();
+            raylog_parsers::json::unescape_into(&s[1..s.len() - 1], scratch);
+            pb::bytes_always(raw, 1, scratch.as_bytes());
+        }
+        Value::Bare(s) => pb::bytes_always(raw, 1, s.as_bytes()),
+        Value::Raw(r) if depth < MAX_DEPTH && r.starts_with('{') => pb::nested(raw, 6, 1, |raw| {
+            let _ = raylog_parsers::json::members(r, |k, v| {
+                pb_attr(raw, scratch, 1, Key("", k), Val::Json(v), depth + 1);
+            });
+        }),
+        Value::Raw(r) if depth < MAX_DEPTH && r.starts_with('[') => pb::nested(raw, 5, 1, |raw| {
+            let _ = raylog_parsers::json::elements(r, |el| {
+                pb::nested(raw, 1, 1, |raw| pb_json(raw, scratch, element(el), depth + 1));
+            });
+        }),
+        Value::Raw(r) => match attrs::scalar(r) {
+            Scalar::Int(i) => pb_any(raw, scratch, Val::Int(i), depth),
+            Scalar::Bool(b) => pb_any(raw, scratch, Val::Bool(b), depth),
+            Scalar::Double(d) => {
+                pb::key(raw, 4, pb::I64);
+                raw.extend_from_slice(&d.to_le_bytes());
+            }
+            Scalar::Null => {}
+            Scalar::Text => pb::bytes_always(raw, 1, r.as_bytes()),
+        },
+    }
+}
+
+/// An array element's raw text as a [`Value`].
+pub fn element(el: &str) -> Value<'_> {
+    if el.starts_with('"') {
+        Value::Str(el, el.contains('\\'))
+    } else {
+        Value::Raw(el)
+    }
+}
+
+#[cfg(test)]
+mod tests;

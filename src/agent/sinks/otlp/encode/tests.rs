@@ -1,0 +1,403 @@
+//! The encoders against a decoder written here from the `.proto` files alone, and
+//! against each other: the protobuf and the JSON body of one batch must decode to
+//! the same records, and each record must say what `raylog parse`'s record says.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::Arc;
+
+use raylog_parsers::{classify, Correlator, FileParser, Options};
+use serde_json::{json, Value};
+
+use super::{OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
+use crate::agent::batch::{doc_id, Batch, NodeIdentity};
+use crate::agent::config::values::Problems;
+use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
+
+/// A decoded `LogRecord`: attribute values as JSON (kvlist → object, array → array).
+#[derive(Debug, PartialEq)]
+pub struct Rec {
+    pub time: u64,
+    pub observed: u64,
+    pub severity: Option<(u64, String)>,
+    pub body: Value,
+    pub attrs: BTreeMap<String, Value>,
+}
+
+/// A decoded request: resource attributes, scope, records.
+#[derive(Debug, PartialEq)]
+pub struct Req {
+    pub resource: BTreeMap<String, Value>,
+    pub scope: (String, String),
+    pub records: Vec<Rec>,
+}
+
+fn varint(b: &mut &[u8]) -> u64 {
+    let mut v = 0;
+    for i in 0.. {
+        let (byte, rest) = b.split_first().expect("varint past the end");
+        *b = rest;
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    v
+}
+
+enum F<'a> {
+    V(u64),
+    L(&'a [u8]),
+    X(u64),
+}
+
+/// Every field of a message, in order; panics on anything malformed.
+fn fields(mut b: &[u8]) -> Vec<(u64, F<'_>)> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let tag = varint(&mut b);
+        let v = match tag & 7 {
+            0 => F::V(varint(&mut b)),
+            1 => {
+                let (x, rest) = b.split_at(8);
+                b = rest;
+                F::X(u64::from_le_bytes(x.try_into().unwrap()))
+            }
+            2 => {
+                let n = varint(&mut b) as usize;
+                let (x, rest) = b.split_at(n);
+                b = rest;
+                F::L(x)
+            }
+            w => panic!("wire type {w}"),
+        };
+        out.push((tag >> 3, v));
+    }
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).expect("UTF-8")
+}
+
+fn any(b: &[u8]) -> Value {
+    let f = fields(b);
+    assert!(f.len() <= 1, "an AnyValue holds one value");
+    match f.first() {
+        None => Value::Null,
+        Some((1, F::L(s))) => Value::String(text(s)),
+        Some((2, F::V(v))) => Value::Bool(*v != 0),
+        Some((3, F::V(v))) => json!(*v as i64),
+        Some((4, F::X(v))) => json!(f64::from_bits(*v)),
+        Some((5, F::L(a))) => {
+            Value::Array(fields(a).iter().map(|(_, v)| if let F::L(x) = v { any(x) } else { panic!() }).collect())
+        }
+        Some((6, F::L(kv))) => Value::Object(
+            fields(kv).iter().map(|(_, v)| if let F::L(x) = v { key_value(x) } else { panic!() }).collect(),
+        ),
+        Some((n, _)) => panic!("AnyValue field {n}"),
+    }
+}
+
+fn key_value(b: &[u8]) -> (String, Value) {
+    let (mut k, mut v) = (String::new(), Value::Null);
+    for (n, f) in fields(b) {
+        match (n, f) {
+            (1, F::L(s)) => k = text(s),
+            (2, F::L(s)) => v = any(s),
+            (n, _) => panic!("KeyValue field {n}"),
+        }
+    }
+    (k, v)
+}
+
+fn attrs_into(map: &mut BTreeMap<String, Value>, b: &[u8]) {
+    let (k, v) = key_value(b);
+    assert!(map.insert(k.clone(), v).is_none(), "attribute {k} twice");
+}
+
+/// Decodes an `ExportLogsServiceRequest` with one resource and one scope.
+pub fn decode_pb(body: &[u8]) -> Req {
+    let top = fields(body);
+    assert_eq!(top.len(), 1, "one ResourceLogs");
+    let F::L(rl) = top[0].1 else { panic!() };
+    let mut req = Req { resource: BTreeMap::new(), scope: Default::default(), records: Vec::new() };
+    for (n, f) in fields(rl) {
+        match (n, f) {
+            (1, F::L(res)) => fields(res).iter().for_each(|(n, f)| match (n, f) {
+                (1, F::L(kv)) => attrs_into(&mut req.resource, kv),
+                _ => panic!("Resource field {n}"),
+            }),
+            (2, F::L(sl)) => {
+                for (n, f) in fields(sl) {
+                    match (n, f) {
+                        (1, F::L(scope)) => {
+                            for (n, f) in fields(scope) {
+                                match (n, f) {
+                                    (1, F::L(s)) => req.scope.0 = text(s),
+                                    (2, F::L(s)) => req.scope.1 = text(s),
+                                    _ => panic!(),
+                                }
+                            }
+                        }
+                        (2, F::L(r)) => req.records.push(record(r)),
+                        (n, _) => panic!("ScopeLogs field {n}"),
+                    }
+                }
+            }
+            (n, _) => panic!("ResourceLogs field {n}"),
+        }
+    }
+    req
+}
+
+fn record(b: &[u8]) -> Rec {
+    let mut r = Rec { time: 0, observed: 0, severity: None, body: Value::Null, attrs: BTreeMap::new() };
+    let mut sev = (0, String::new());
+    for (n, f) in fields(b) {
+        match (n, f) {
+            (1, F::X(t)) => r.time = t,
+            (11, F::X(t)) => r.observed = t,
+            (2, F::V(s)) => sev.0 = s,
+            (3, F::L(s)) => sev.1 = text(s),
+            (5, F::L(s)) => r.body = any(s),
+            (6, F::L(kv)) => attrs_into(&mut r.attrs, kv),
+            (n, _) => panic!("LogRecord field {n}"),
+        }
+    }
+    r.severity = (sev.0 != 0).then_some(sev);
+    r
+}
+
+/// Decodes an OTLP/JSON request into the same shape, strictly: 64-bit integers
+/// must be strings, names lowerCamelCase.
+pub fn decode_json(body: &[u8]) -> Req {
+    let v: Value = serde_json::from_slice(body).expect("JSON");
+    let rl = &v["resourceLogs"].as_array().unwrap()[..];
+    assert_eq!(rl.len(), 1);
+    let kvs = |a: &Value| -> BTreeMap<String, Value> {
+        a.as_array()
+            .unwrap()
+            .iter()
+            .map(|kv| (kv["key"].as_str().unwrap().to_string(), json_any(&kv["value"])))
+            .collect()
+    };
+    let sl = &rl[0]["scopeLogs"][0];
+    let records = sl["logRecords"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| Rec {
+            time: r["timeUnixNano"].as_str().expect("a string").parse().unwrap(),
+            observed: r["observedTimeUnixNano"].as_str().expect("a string").parse().unwrap(),
+            severity: r
+                .get("severityNumber")
+                .map(|n| (n.as_u64().unwrap(), r["severityText"].as_str().unwrap().into())),
+            body: json_any(&r["body"]),
+            attrs: kvs(&r["attributes"]),
+        })
+        .collect();
+    Req {
+        resource: kvs(&rl[0]["resource"]["attributes"]),
+        scope: (sl["scope"]["name"].as_str().unwrap().into(), sl["scope"]["version"].as_str().unwrap().into()),
+        records,
+    }
+}
+
+fn json_any(v: &Value) -> Value {
+    let o = v.as_object().unwrap();
+    assert!(o.len() <= 1, "one value in {v}");
+    match o.iter().next() {
+        None => Value::Null,
+        Some((k, x)) => match k.as_str() {
+            "stringValue" | "boolValue" | "doubleValue" => x.clone(),
+            "intValue" => json!(x.as_str().expect("int64 as a string").parse::<i64>().unwrap()),
+            "arrayValue" => Value::Array(x["values"].as_array().unwrap().iter().map(json_any).collect()),
+            "kvlistValue" => Value::Object(
+                x["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|kv| (kv["key"].as_str().unwrap().into(), json_any(&kv["value"])))
+                    .collect(),
+            ),
+            other => panic!("AnyValue member {other}"),
+        },
+    }
+}
+
+const SESSION: &str = "session_2026-11-30_10-22-01_024701_5177";
+
+/// Real lines of several kinds (from the fixtures), parsed as the agent does.
+pub fn sample_batch() -> Batch {
+    let labels = [("ray.io/node-type".to_string(), "head".to_string())].into();
+    let node = Arc::new(NodeIdentity::new("node-a".into(), Some("c1".into()), labels));
+    let mut b = Batch::new(1, node);
+    let files: [(&str, &str); 4] = [
+        ("gcs_server.out", "[2026-11-30 10:21:03,080 I 4034 4034] (gcs_server) gcs_server.cc:1322: Main service Event stats: tab\tand \"quotes\" é\n[2026-11-30 10:21:04,001 W 4034 4034] (gcs_server) gcs_actor_manager.cc:77: Actor died actor_id=946fe8f36ddb9dc6e6afc94401000000\n"),
+        ("worker-d361d2f5cf595a2fc4000787fc546f9695478a0a0532d84be46f5093-01000000-5490.out", ":job_id:01000000\nhello from a print\n"),
+        ("export_events/event_EXPORT_ACTOR.log", "{\"event_id\":\"1d54\",\"timestamp\":1764498127,\"source_type\":\"EXPORT_ACTOR\",\"event_data\":{\"actor_id\":\"lG/o823bncbmr8lEAQAAAA==\",\"job_id\":\"AQAAAA==\",\"state\":\"ALIVE\",\"pid\":5490,\"is_detached\":false,\"labels\":{},\"ratio\":0.5,\"tags\":[\"a\",1,null],\"name\":\"say \\\"hi\\\"\"}}\n"),
+        ("events/event_RAYLET.log", "{\"event_id\":\"70c8\",\"source_type\":\"RAYLET\",\"source_hostname\":\"vm\",\"source_pid\":3171,\"severity\":\"ERROR\",\"label\":\"RAY_WORKER_FAILURE\",\"message\":\"A worker died\",\"timestamp\":1764618359,\"custom_fields\":{\"worker_id\":\"b1ba2105ece393310e260b0e179de287f32d8622e7bca48f0a9fc358\",\"job_id\":\"01000000\"}}\n"),
+    ];
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    for (name, body) in files {
+        let mut p = FileParser::new(classify(name, Some(SESSION)), None, None);
+        let mut push =
+            |r: &raylog_parsers::Record<'_>| b.push(r, 1_764_600_000_000_000_000, doc_id(name, r.offset, r.message));
+        p.push(body.as_bytes(), &mut corr, &opts, &mut push);
+        p.finish(&mut corr, &opts, &mut push);
+    }
+    b
+}
+
+pub fn config(extra: &str) -> OtlpConfig {
+    let raw: OtlpRaw = toml::from_str(&format!("endpoint = \"http://c:4318\"\n{extra}")).unwrap();
+    let mut p = Problems::default();
+    let c = raw.validate("sinks[0]", &mut p);
+    assert!(p.is_empty(), "{p}");
+    c
+}
+
+fn encode(extra: &str, b: &Batch) -> Vec<u8> {
+    let sel: Vec<u32> = (0..b.len() as u32).collect();
+    OtlpEncoder::new(&config(extra)).encode(b, &sel).unwrap().body
+}
+
+#[test]
+fn protobuf_and_json_say_the_same() {
+    let b = sample_batch();
+    let pb = decode_pb(&encode("compression = \"none\"", &b));
+    let js = decode_json(&encode("compression = \"none\"\nencoding = \"json\"", &b));
+    assert_eq!(pb, js);
+    assert_eq!(pb.records.len(), b.len());
+    let mut gz = Vec::new();
+    flate2::read::GzDecoder::new(&encode("", &b)[..]).read_to_end(&mut gz).unwrap();
+    assert_eq!(decode_pb(&gz), pb, "gzip is the same body");
+}
+
+#[test]
+fn resource_and_scope() {
+    let b = sample_batch();
+    let req = decode_pb(&encode(
+        "compression = \"none\"\nservice_name = \"ray-prod\"\nservice_namespace = \"ml\"\nresource_attributes = { \"deployment.environment.name\" = \"prod\", \"host.name\" = \"ignored\" }",
+        &b,
+    ));
+    let want: BTreeMap<String, Value> = [
+        ("service.name", "ray-prod"),
+        ("service.namespace", "ml"),
+        ("service.instance.id", "node-a"),
+        ("k8s.cluster.name", "c1"),
+        ("k8s.node.name", "node-a"),
+        ("host.name", "node-a"),
+        ("deployment.environment.name", "prod"),
+        ("ray.io/node-type", "head"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), json!(v)))
+    .collect();
+    assert_eq!(req.resource, want);
+    assert_eq!(req.scope, (SCOPE_NAME.to_string(), SCOPE_VERSION.to_string()));
+}
+
+/// What the record's own JSON says, in the attribute names of the README's table.
+fn expected_attrs(rec: &Value, doc: u128) -> BTreeMap<String, Value> {
+    let mut want = BTreeMap::new();
+    for id in ["node_id", "job_id", "worker_id", "actor_id", "task_id"] {
+        if let Some(v) = rec.get(id) {
+            want.insert(format!("ray.{id}"), v.clone());
+        }
+    }
+    for k in ["component", "session", "submission_id", "task_name", "actor_name", "file", "offset"] {
+        if let Some(v) = rec.get(k) {
+            want.insert(format!("ray.{k}"), v.clone());
+        }
+    }
+    let file = rec["file"].as_str().unwrap();
+    want.insert("log.file.name".into(), json!(file.rsplit('/').next().unwrap()));
+    if let Some(s) = rec.get("stream") {
+        want.insert("log.iostream".into(), s.clone());
+    }
+    if let Some(p) = rec.get("pid") {
+        want.insert("process.pid".into(), p.clone());
+    }
+    want.insert("log.record.uid".into(), json!(format!("{doc:032x}")));
+    if rec.get("timestamp_inferred").is_some() || rec.get("timestamp").is_none() {
+        want.insert("ray.timestamp_inferred".into(), json!(true));
+    }
+    for (k, v) in rec.get("fields").and_then(|f| f.as_object()).into_iter().flatten() {
+        match (k.as_str(), v.as_str().and_then(|s| s.rsplit_once(':'))) {
+            ("source", Some((f, l))) if l.parse::<u32>().is_ok() => {
+                want.insert("code.filepath".into(), json!(f));
+                want.insert("code.lineno".into(), json!(l.parse::<i64>().unwrap()));
+            }
+            _ => {
+                want.insert(format!("ray.{k}"), v.clone());
+            }
+        }
+    }
+    want
+}
+
+#[test]
+fn every_record_says_what_its_json_says() {
+    let b = sample_batch();
+    let req = decode_pb(&encode("compression = \"none\"", &b));
+    let mut kinds = std::collections::BTreeSet::new();
+    for (e, got) in b.entries.iter().zip(&req.records) {
+        let rec: Value = serde_json::from_str(b.json_of(e)).unwrap();
+        kinds.insert(rec["component"].as_str().unwrap().to_string());
+        assert_eq!(got.body, rec["message"], "{rec}");
+        let level = rec.get("level").and_then(|l| l.as_str());
+        let want_sev = level.map(|l| {
+            let n = match l {
+                "DEBUG" => 5,
+                "INFO" => 9,
+                "WARNING" => 13,
+                "ERROR" => 17,
+                "FATAL" => 21,
+                other => panic!("{other}"),
+            };
+            (n, l.to_string())
+        });
+        assert_eq!(got.severity, want_sev, "{rec}");
+        let mut want = expected_attrs(&rec, e.doc_id);
+        let mut attrs = got.attrs.clone();
+        // The event keys are derived, checked below.
+        for k in ["ray.event_type", "ray.state"] {
+            want.remove(k);
+            attrs.remove(k);
+        }
+        assert_eq!(attrs, want, "{rec}");
+        // Below the record's own precision (milliseconds, or a second for a print).
+        let ts = match rec.get("timestamp") {
+            Some(t) => t.as_str().unwrap().parse::<jiff::Timestamp>().unwrap().as_nanosecond() as u64,
+            None => e.timestamp_ns as u64,
+        };
+        let slack = if e.inferred { 1_000_000_000 } else { 1_000_000 };
+        assert!(got.time >= ts && got.time < ts + slack, "{} vs {ts}", got.time);
+        assert_eq!(got.observed, 1_764_600_000_000_000_000);
+    }
+    assert_eq!(kinds.len(), 4, "{kinds:?}");
+    let export = req.records.iter().find(|r| r.attrs.contains_key("ray.event_data")).unwrap();
+    assert_eq!(export.attrs["ray.event_type"], "EXPORT_ACTOR");
+    assert_eq!(export.attrs["ray.state"], "ALIVE");
+    assert_eq!(export.attrs["ray.event_data"]["pid"], 5490, "a JSON number is an int");
+    assert_eq!(export.attrs["ray.event_data"]["ratio"], 0.5);
+    assert_eq!(export.attrs["ray.event_data"]["is_detached"], false);
+    assert_eq!(export.attrs["ray.event_data"]["tags"], json!(["a", 1, null]));
+    assert_eq!(export.attrs["ray.event_data"]["name"], "say \"hi\"", "escapes decoded");
+    let event = req.records.iter().find(|r| r.attrs.contains_key("ray.label")).unwrap();
+    assert_eq!(event.attrs["ray.event_type"], "RAY_WORKER_FAILURE");
+    let cpp = &req.records[0];
+    assert_eq!((&cpp.attrs["code.filepath"], &cpp.attrs["code.lineno"]), (&json!("gcs_server.cc"), &json!(1322)));
+    let print = req.records.iter().find(|r| r.attrs.get("ray.component") == Some(&json!("worker"))).unwrap();
+    assert_eq!(print.attrs["log.iostream"], "stdout");
+    assert_eq!(print.severity, None, "a print has no severity");
+}
+
+#[test]
+fn a_replay_encodes_the_same_record() {
+    let b = sample_batch();
+    let first = encode("compression = \"none\"", &b);
+    assert_eq!(encode("compression = \"none\"", &b), first);
+}

@@ -1,0 +1,201 @@
+//! Posts OTLP/HTTP requests and settles, per record, what the receiver did.
+//!
+//! - 2xx: stored. A `partial_success` with `rejected_log_records = K` (0 < K < N)
+//!   refused K of the request's N records without naming them (OTLP has no way to):
+//!   all N go to the dead-letter file with kind `partial`, the receiver's
+//!   `error_message` and the count, K are counted as dead letters and N − K as sent.
+//!   They are not sent again: the receiver stored the others, and OTLP says a
+//!   partial success must not be retried.
+//! - 400 and 413: the receiver refused the request as a whole (OTLP's rule), or Loki
+//!   refused some entries of it and stored the rest. The request is halved until
+//!   each refused record stands alone; those go to the dead-letter file. Halves that
+//!   are resent hold nothing stored twice by a conforming receiver (it stored
+//!   nothing), and Loki stores an identical entry once.
+//! - 429, 408, 5xx and transport errors are retried with backoff, not before the
+//!   answer's `Retry-After`; a 429 with Loki's rate limit in it also paces later
+//!   requests ([`Pacer`]). Bad credentials (401/403) and a URL with no OTLP logs
+//!   receiver (404/405) are retried too, with what to fix: no record is wrong.
+//! - Any other 4xx: the records go to the dead-letter file.
+
+use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
+use reqwest::StatusCode;
+
+use super::config::OtlpConfig;
+use super::encode::OtlpEncoder;
+use super::response::{self, Partial};
+use crate::agent::batch::Batch;
+use crate::agent::sinks::loki::pace::Pacer;
+use crate::agent::sinks::{retry_after, status_error_after, transport_error, DeadReason, Delivery, SendError};
+
+const AGENT: &str = concat!("raylog/", env!("CARGO_PKG_VERSION"));
+
+/// Requests one send may make to isolate refused records, beyond the first; past
+/// it, a part refused as a whole is dead-lettered whole.
+const SETTLE_BUDGET: usize = 64;
+
+/// An OTLP/HTTP logs client.
+pub struct OtlpSink {
+    cfg: OtlpConfig,
+    encoder: Box<OtlpEncoder>,
+    pacer: Pacer,
+}
+
+/// How one request went.
+enum Posted {
+    /// Stored, but for what a partial success refused.
+    Stored { bytes: usize, partial: Option<Partial> },
+    /// 400 or 413: refused, perhaps only in part; the reason.
+    Refused(String),
+    /// Not sent: larger than a second's worth at the pace a 429 set.
+    TooBig,
+}
+
+impl OtlpSink {
+    pub fn new(cfg: OtlpConfig) -> OtlpSink {
+        OtlpSink { encoder: Box::new(OtlpEncoder::new(&cfg)), pacer: Pacer::new(None), cfg }
+    }
+
+    /// Sends the entries `only` selects (all when `None`). Returns the bytes sent.
+    pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
+        let mut d = Delivery::default();
+        let all: Vec<u32> = match only {
+            Some(o) => o.to_vec(),
+            None => (0..batch.len() as u32).collect(),
+        };
+        let (mut bytes, mut budget, mut requests) = (0, SETTLE_BUDGET, 0);
+        let mut todo = vec![all];
+        while let Some(part) = todo.pop() {
+            if part.is_empty() {
+                continue;
+            }
+            requests += 1;
+            match self.post(batch, &part).await {
+                Ok(Posted::Stored { bytes: n, partial }) => {
+                    bytes += n;
+                    if let Some(p) = partial {
+                        settle_partial(&part, &p, &mut d);
+                    }
+                }
+                Ok(Posted::Refused(why)) if part.len() == 1 || budget == 0 => {
+                    d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, why.clone())));
+                }
+                Ok(Posted::Refused(_)) | Ok(Posted::TooBig) => {
+                    budget = budget.saturating_sub(1);
+                    let (a, b) = part.split_at(part.len() / 2);
+                    // Popped last first: the first half goes first.
+                    todo.extend([b.to_vec(), a.to_vec()]);
+                }
+                Err(e) => {
+                    if requests == 1 {
+                        // The whole send failed as one: the caller retries it as such.
+                        return Err(e);
+                    }
+                    let (why, wait) = match e {
+                        SendError::Transient(w) => (w, None),
+                        SendError::Throttled(w, t) => (w, Some(t)),
+                        SendError::Permanent(w) => {
+                            d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, w.clone())));
+                            continue;
+                        }
+                        gone @ SendError::Gone(_) => return Err(gone),
+                    };
+                    d.retry.extend_from_slice(&part);
+                    d.retry.extend(todo.drain(..).flatten());
+                    d.retry_why = Some((why, wait));
+                }
+            }
+        }
+        Ok((d, bytes))
+    }
+
+    /// One request of `part`.
+    async fn post(&mut self, batch: &Batch, part: &[u32]) -> Result<Posted, SendError> {
+        let req = self
+            .encoder
+            .encode(batch, part)
+            .map_err(|e| SendError::Transient(format!("cannot compress the request: {e}")))?;
+        if part.len() > 1 && self.pacer.too_big(req.raw_bytes) {
+            return Ok(Posted::TooBig);
+        }
+        let wait = self.pacer.wait_for(req.raw_bytes);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let n = req.body.len();
+        let mut http = self
+            .cfg
+            .client
+            .post(self.cfg.url.clone())
+            .headers(self.cfg.headers.clone())
+            .header(CONTENT_TYPE, self.cfg.encoding.content_type())
+            .header(USER_AGENT, AGENT);
+        if self.cfg.gzip {
+            http = http.header(CONTENT_ENCODING, "gzip");
+        }
+        let resp = http.body(req.body).send().await.map_err(|e| transport_error(&e))?;
+        let status = resp.status();
+        let wait = retry_after(resp.headers());
+        let json = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("json"));
+        // Read the body even on success, so the connection can be reused.
+        let body = resp.bytes().await.unwrap_or_default();
+        if status.is_success() {
+            let partial = response::partial_success(&body, json).map_err(|why| self.garbage(status, &why, &body))?;
+            return Ok(Posted::Stored { bytes: n, partial });
+        }
+        let why = response::error_message(&body);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            self.pacer.learn(&why);
+        }
+        if status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE {
+            return Ok(Posted::Refused(format!("HTTP {status}: {why}")));
+        }
+        Err(otlp_status_error(status, &why, wait))
+    }
+
+    /// A 2xx whose body is not an OTLP answer: nothing says what was stored, so the
+    /// records are retried (a receiver that stored them gets them twice, which is
+    /// better than losing them to a proxy's error page).
+    fn garbage(&self, status: StatusCode, why: &str, body: &[u8]) -> SendError {
+        let preview: String = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        tracing::warn!(sink = %self.cfg.name, %why, "HTTP {status} with a body that is not an OTLP logs answer: {preview:?}; records are kept and retried");
+        SendError::Transient(format!("HTTP {status} with a body that is not an OTLP answer ({why})"))
+    }
+}
+
+/// Records what a partial success refused: the whole request to the dead-letter
+/// file, flagged, with only the refused count counted as dead letters.
+fn settle_partial(part: &[u32], p: &Partial, d: &mut Delivery) {
+    if p.rejected <= 0 {
+        if !p.message.is_empty() {
+            tracing::warn!(message = %p.message, "the OTLP receiver stored every record but warned");
+        }
+        return;
+    }
+    let n = part.len() as u64;
+    let k = (p.rejected as u64).min(n);
+    if k == n {
+        let why = format!("refused by the receiver (partial success, all {n}): {}", p.message);
+        d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, why.clone())));
+        return;
+    }
+    let why = format!(
+        "the receiver refused {k} of the {n} records sent with this one without naming them (OTLP partial success); the other {} are stored: {}",
+        n - k,
+        p.message
+    );
+    d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Partial, why.clone())));
+    d.stored_anyway += n - k;
+}
+
+/// The error for a non-2xx answer other than 400/413.
+pub fn otlp_status_error(status: StatusCode, why: &str, wait: Option<std::time::Duration>) -> SendError {
+    match status.as_u16() {
+        401 | 403 => SendError::Transient(format!(
+            "HTTP {status}: the receiver refused the credentials; check headers, basic_auth and bearer_token (records are kept and retried): {why}"
+        )),
+        404 | 405 => SendError::Transient(format!(
+            "HTTP {status}: no OTLP logs receiver at this URL; check endpoint, to which /v1/logs is appended (records are kept and retried): {why}"
+        )),
+        _ => status_error_after(status, why, wait),
+    }
+}
