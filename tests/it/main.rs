@@ -15,6 +15,7 @@ mod live_check;
 mod live_events;
 mod loki_real;
 mod manyfiles;
+mod otlp;
 mod props;
 mod ray_metrics;
 mod reconcile;

@@ -16,10 +16,10 @@ use crate::tree::{ago, hours_tree, record_count, shifted_copy};
 use crate::util::{fixture_dirs, logs_dir};
 
 /// A scratch dir for one test, removed after a pass.
-struct Scratch(PathBuf);
+pub struct Scratch(pub PathBuf);
 
 impl Scratch {
-    fn new(tag: &str) -> Scratch {
+    pub fn new(tag: &str) -> Scratch {
         let p = std::env::temp_dir().join(format!("raylog-lk-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
@@ -49,13 +49,13 @@ fn config(dir: &Path, ray: &Path, state: &Path, loki: &RealLoki, cluster: &str, 
 }
 
 /// `raylog ship --once`: asserts it exits 0, returns its stderr.
-fn ship_once(cfg: &Path) -> String {
+pub fn ship_once(cfg: &Path) -> String {
     ship_once_at(cfg, "warn")
 }
 
 /// [`ship_once`] logging at `level`. A run still going after 5 minutes (a sink that
 /// never accepts, say) is killed and fails the test instead of hanging it.
-fn ship_once_at(cfg: &Path, level: &str) -> String {
+pub fn ship_once_at(cfg: &Path, level: &str) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_raylog"))
         .args(["ship", "--once", "--log-level", level, "--config"])
         .arg(cfg)
@@ -88,7 +88,7 @@ fn ship_once_at(cfg: &Path, level: &str) -> String {
 }
 
 /// The dead-letter records in `state`.
-fn dead_letters(state: &Path) -> Vec<serde_json::Value> {
+pub fn dead_letters(state: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(state.join("dead-letter.ndjson")).unwrap_or_default();
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
