@@ -191,17 +191,24 @@ impl RealLoki {
     /// and their stream labels with the structured metadata merged in (as Loki
     /// answers without `categorize-labels`).
     pub fn entries(&self, query: &str) -> Vec<(String, BTreeMap<String, String>)> {
-        self.page(query, 0).into_iter().map(|e| (e.1, e.2)).collect()
+        self.page(query, 0, 5000).into_iter().map(|e| (e.1, e.2)).collect()
     }
 
     /// Every entry of `selector`, paging through Loki's 5000-entry answers:
     /// `(time ns, line, labels with metadata)`.
     pub fn all_entries(&self, selector: &str) -> Vec<(i64, String, BTreeMap<String, String>)> {
+        self.all_entries_by(selector, 5000)
+    }
+
+    /// [`Self::all_entries`] in pages of `limit` entries: entries with many
+    /// structured-metadata pairs (OTLP's attributes) make a 5000-entry answer larger
+    /// than the 4 MiB Loki's querier may pass its frontend (the query then times out).
+    pub fn all_entries_by(&self, selector: &str, limit: usize) -> Vec<(i64, String, BTreeMap<String, String>)> {
         let mut out: Vec<(i64, String, BTreeMap<String, String>)> = vec![];
         let mut from = 0;
         loop {
-            let page = self.page(selector, from);
-            let full = page.len() >= 5000;
+            let page = self.page(selector, from, limit);
+            let full = page.len() >= limit;
             from = page.iter().map(|e| e.0).max().unwrap_or(from);
             out.extend(page);
             if !full {
@@ -214,13 +221,14 @@ impl RealLoki {
         out
     }
 
-    /// One forward page of `query` from `from` (Unix ns; 0: seven days ago).
-    fn page(&self, query: &str, from: i64) -> Vec<(i64, String, BTreeMap<String, String>)> {
+    /// One forward page of `query` from `from` (Unix ns; 0: seven days ago), at most
+    /// `limit` entries.
+    fn page(&self, query: &str, from: i64, limit: usize) -> Vec<(i64, String, BTreeMap<String, String>)> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
         let start = from.max(now - 7 * 86_400 * 1_000_000_000);
         let end = now + 600 * 1_000_000_000;
         let url = format!(
-            "{}/loki/api/v1/query_range?query={}&start={start}&end={end}&limit=5000&direction=forward",
+            "{}/loki/api/v1/query_range?query={}&start={start}&end={end}&limit={limit}&direction=forward",
             self.url(),
             encode(query)
         );

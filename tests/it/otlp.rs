@@ -168,7 +168,7 @@ fn check_loki_entries(
 
 /// The `(file, offset)` of every entry `query` returns.
 fn places(loki: &RealLoki, query: &str) -> BTreeSet<(String, u64)> {
-    let entries = loki.all_entries(query);
+    let entries = loki.all_entries_by(query, 1000);
     let out: BTreeSet<_> =
         entries.iter().map(|(_, _, l)| (l["ray_file"].clone(), l["ray_offset"].parse::<u64>().unwrap())).collect();
     assert_eq!(out.len(), entries.len(), "{query}: an entry twice");
@@ -249,7 +249,7 @@ fn otlp_real_loki_stores_every_fixture_record_with_ids_and_levels() {
     let discarded = loki.discarded();
     assert!(discarded.is_empty(), "Loki discarded entries: {discarded:?}");
 
-    let guessed = check_loki_entries(&loki.all_entries("{service_name=\"ray\"}"), &want);
+    let guessed = check_loki_entries(&loki.all_entries_by("{service_name=\"ray\"}", 1000), &want);
     eprintln!("fixtures: {total} records stored; Loki gave {} level-less records a level: {guessed:?}", guessed.len());
     // The detected_level filter finds exactly the records of each level.
     let mut levels = BTreeMap::new();
@@ -325,7 +325,7 @@ fn otlp_real_loki_backfill_of_a_corpus_spanning_three_hours() {
     assert!(dead_letters(&state).is_empty(), "dead letters:\n{err}");
     assert_eq!(loki.stored("{service_name=\"ray\"}", n), n);
     let want = BTreeMap::from([("corpus".to_string(), recs)]);
-    let guessed = check_loki_entries(&loki.all_entries("{service_name=\"ray\"}"), &want);
+    let guessed = check_loki_entries(&loki.all_entries_by("{service_name=\"ray\"}", 1000), &want);
     let mut levels = want_levels(&want["corpus"]);
     for g in &guessed {
         *levels.get_mut("unknown").unwrap() -= 1;
