@@ -275,4 +275,4 @@ pub fn element(el: &str) -> Value<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -251,7 +251,11 @@ pub fn sample_batch() -> Batch {
 }
 
 pub fn config(extra: &str) -> OtlpConfig {
-    let raw: OtlpRaw = toml::from_str(&format!("endpoint = \"http://c:4318\"\n{extra}")).unwrap();
+    config_at("http://c:4318", extra)
+}
+
+pub fn config_at(endpoint: &str, extra: &str) -> OtlpConfig {
+    let raw: OtlpRaw = toml::from_str(&format!("endpoint = \"{endpoint}\"\n{extra}")).unwrap();
     let mut p = Problems::default();
     let c = raw.validate("sinks[0]", &mut p);
     assert!(p.is_empty(), "{p}");
