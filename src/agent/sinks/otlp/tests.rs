@@ -110,16 +110,17 @@ async fn a_batch_arrives_whole_with_its_headers() {
     let mut sink = rx.sink("headers = { \"DD-API-KEY\" = \"k\" }\nbearer_token = \"t\"");
     let (d, bytes) = sink.send(&b, None).await.unwrap();
     assert!(d.retry.is_empty() && d.rejected.is_empty(), "{d:?}");
-    let s = rx.state.lock().unwrap();
-    let g = &s.got[0];
-    assert_eq!(g.req.records.len(), b.len());
-    assert_eq!(g.headers["content-type"], "application/x-protobuf");
-    assert_eq!(g.headers["content-encoding"], "gzip");
-    assert_eq!(g.headers["dd-api-key"], "k");
-    assert_eq!(g.headers["authorization"], "Bearer t");
-    assert!(g.headers["user-agent"].to_str().unwrap().starts_with("raylog/"));
-    assert!(bytes > 0);
-    drop(s);
+    {
+        let s = rx.state.lock().unwrap();
+        let g = &s.got[0];
+        assert_eq!(g.req.records.len(), b.len());
+        assert_eq!(g.headers["content-type"], "application/x-protobuf");
+        assert_eq!(g.headers["content-encoding"], "gzip");
+        assert_eq!(g.headers["dd-api-key"], "k");
+        assert_eq!(g.headers["authorization"], "Bearer t");
+        assert!(g.headers["user-agent"].to_str().unwrap().starts_with("raylog/"));
+        assert!(bytes > 0);
+    }
     let mut sink = rx.sink("encoding = \"json\"\ncompression = \"none\"");
     sink.send(&b, None).await.unwrap();
     let s = rx.state.lock().unwrap();
