@@ -81,6 +81,10 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
     let file = batch.str(e.file);
     if !file.is_empty() {
         f(Key("log.file.name", ""), Val::Str(file.rsplit('/').next().unwrap_or(file)));
+        let path = batch.str(e.path);
+        if !path.is_empty() {
+            f(Key("log.file.path", ""), Val::Str(path));
+        }
         f(Key("ray.file", ""), Val::Str(file));
         f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
     }
