@@ -398,7 +398,7 @@ mod tests {
     /// hash's low bits (hashbrown's), and its 7-bit tag the high ones.
     #[test]
     fn structured_ids_spread_over_the_buckets() {
-        use std::hash::{BuildHasher, Hash, Hasher};
+        use std::hash::BuildHasher;
         const N: usize = 1 << 20;
         let layouts: [fn(usize) -> String; 4] = [
             |i| format!("{i:056x}"),
@@ -410,9 +410,7 @@ mod tests {
             let (mut low, mut tag) = (vec![false; N], [0usize; 128]);
             for i in 0..N {
                 let id = Id::parse(layout(i).as_bytes()).expect("hex");
-                let mut h = IdMapState::default().build_hasher();
-                id.hash(&mut h);
-                let h = h.finish();
+                let h = IdMapState::default().hash_one(id);
                 low[h as usize & (N - 1)] = true;
                 tag[(h >> 57) as usize] += 1;
             }
