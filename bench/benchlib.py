@@ -33,8 +33,21 @@ def free_port():
     return p
 
 
-def start_sink(port, *extra):
-    p = subprocess.Popen([sys.executable, os.path.join(SHARED, "capture_sink.py"), "--port", str(port)] + list(extra),
+OTLP_KINDS = ("otlp", "otlp-none", "otlp-json")
+
+
+def start_sink(port, *extra, kind="loki"):
+    """The receiver for sink `kind`: capture_sink.py (Loki, Elasticsearch), or
+    bench/otlp_sink.py for the OTLP kinds. `extra` are capture_sink.py's options;
+    otlp_sink.py takes --out, --outage, --status and --reject-every alike, and
+    `--discard` becomes its `--count` (decompress and count LogRecords)."""
+    if kind in OTLP_KINDS:
+        args = ["--count" if x == "--discard" else x for x in extra]
+        script = os.path.join(ROOT, "bench", "otlp_sink.py")
+    else:
+        args = list(extra)
+        script = os.path.join(SHARED, "capture_sink.py")
+    p = subprocess.Popen([sys.executable, script, "--port", str(port)] + args,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         try:
@@ -42,7 +55,7 @@ def start_sink(port, *extra):
             return p
         except Exception:
             time.sleep(0.05)
-    sys.exit("capture_sink.py did not start")
+    sys.exit("%s did not start" % os.path.basename(script))
 
 
 def stats(port):
@@ -59,6 +72,10 @@ def sink_toml(kind, port, old=False):
         return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\n%s' % (url, age)
     if kind == "loki-json":
         return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\nencoding = "json"\n%s' % (url, age)
+    if kind in OTLP_KINDS:
+        # No pacing and no age limits to lift: the OTLP sink has neither.
+        return '[[sinks]]\ntype = "otlp"\nendpoint = "%s"\n%s' % (
+            url, {"otlp": "", "otlp-none": 'compression = "none"\n', "otlp-json": 'encoding = "json"\n'}[kind])
     return '[[sinks]]\ntype = "elasticsearch"\nendpoint = "%s"\ncompression = "gzip"\n' % url
 
 

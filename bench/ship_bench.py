@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """Measure `raylog ship` with the shared instruments (../shared/bench).
 
-  ship_bench.py throughput [--size-mb 256] [--sink loki|loki-json|es]
-      `raylog ship --once` of a raycorpus.py tree into `capture_sink.py --discard`:
-      CPU seconds (user+sys of raylog, from wait4), MiB per CPU-second, peak RSS,
-      and the record count the receiver saw vs the corpus manifest.
+  ship_bench.py throughput [--size-mb 256] [--sink loki|loki-json|es|otlp|otlp-none|otlp-json]
+                           [--no-count] [--raylog PATH]
+      `raylog ship --once` of a raycorpus.py tree into `capture_sink.py --discard`
+      (or, for otlp*, bench/otlp_sink.py --count: gunzips and counts LogRecords; with
+      --no-count it answers without decompressing anything): CPU seconds (user+sys of
+      raylog alone, from wait4: the receiver's are not in it), MiB per CPU-second,
+      peak RSS, and the record count the receiver saw vs the corpus manifest (otlp*
+      fails on a mismatch). otlp = protobuf + gzip (the defaults), otlp-none =
+      protobuf uncompressed, otlp-json = OTLP/JSON + gzip.
 
-  ship_bench.py live [--seconds 40] [--rate 2000] [--kill-every 4]
+  ship_bench.py live [--seconds 40] [--rate 2000] [--kill-every 4] [--sink loki|es|otlp|…]
       `raycorpus.py live` (rotation on, a new session midway) while raylog ships to
       `capture_sink.py --outage A:B --reject-every N --out received.ndjson`, killed
       with SIGKILL and restarted every --kill-every seconds; then
       `checkdelivery.py` reports written / delivered / lost / duplicates.
 
-  ship_bench.py outage [--seconds 60] [--rate 5000]
+  ship_bench.py outage [--seconds 60] [--rate 5000] [--sink loki|es|otlp|…]
       The sink answers 503 for the whole run while lines arrive; reports raylog's
       peak RSS (VmHWM) and that it recovers and delivers everything afterwards.
 
@@ -43,8 +48,8 @@ Run `cargo build --release` first (or set RAYLOG_BIN). Standard library only.
 import argparse, json, os, signal, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 
 # Re-exported: manyfiles.py imports these from here.
-from benchlib import (RAYLOG, ROOT, SHARED, free_port, run_measured, sink_toml, start_sink, stats,  # noqa: F401
-                      vm_hwm, write_config)
+from benchlib import (OTLP_KINDS, RAYLOG, ROOT, SHARED, free_port, run_measured, sink_toml, start_sink,  # noqa: F401
+                      stats, vm_hwm, write_config)
 
 
 def throughput(a):
@@ -55,11 +60,12 @@ def throughput(a):
     man = json.load(open(os.path.join(corpus, "manifest.json")))
     mib = man["bytes"] / 2**20
     port = free_port()
-    sink = start_sink(port, "--discard")
+    otlp = a.sink in OTLP_KINDS
+    sink = start_sink(port, *([] if otlp and a.no_count else ["--discard"]), kind=a.sink)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cfg = write_config(tmp, [corpus], sink_toml(a.sink, port, old=True), '')
-            code, ru, wall, err = run_measured([RAYLOG, "ship", "--once", "--log-level", "warn", "--config", cfg])
+            code, ru, wall, err = run_measured([a.raylog, "ship", "--once", "--log-level", "warn", "--config", cfg])
             if code != 0:
                 sys.exit("raylog ship failed (%d): %s" % (code, err))
         cpu = ru.ru_utime + ru.ru_stime
@@ -70,6 +76,8 @@ def throughput(a):
           % (a.sink, mib, ru.ru_utime, ru.ru_stime, cpu, wall, mib / cpu, ru.ru_maxrss / 1024))
     print("receiver stats:", json.dumps(st))
     print("manifest records:", man["records"])
+    if otlp and not a.no_count and st["records"] != man["records"]:
+        sys.exit("the receiver counted %d LogRecords, the manifest has %d" % (st["records"], man["records"]))
 
 
 def live(a):
@@ -78,7 +86,8 @@ def live(a):
     received = os.path.join(tmp, "received.ndjson")
     port = free_port()
     outage = "%d:%d" % (a.seconds // 4, a.seconds // 4 + 5)
-    sink = start_sink(port, "--out", received, "--outage", outage, "--reject-every", str(a.reject_every))
+    sink = start_sink(port, "--out", received, "--outage", outage, "--reject-every", str(a.reject_every),
+                      kind=a.sink)
     cfg = write_config(tmp, [out_dir], sink_toml(a.sink, port), 'idle_flush = "200ms"\n[batch]\nmax_wait = "200ms"\n[retry]\nmax_backoff = "2s"\n')
     writer = subprocess.Popen([sys.executable, os.path.join(SHARED, "raycorpus.py"), "live", "--out", out_dir,
                                "--rate", str(a.rate), "--seconds", str(a.seconds), "--rotate-bytes", str(a.rotate_bytes),
@@ -112,7 +121,7 @@ def outage(a):
     out_dir = os.path.join(tmp, "ray")
     received = os.path.join(tmp, "received.ndjson")
     port = free_port()
-    sink = start_sink(port, "--out", received, "--outage", "0:%d" % a.seconds)
+    sink = start_sink(port, "--out", received, "--outage", "0:%d" % a.seconds, kind=a.sink)
     cfg = write_config(tmp, [out_dir], sink_toml(a.sink, port), '[retry]\nmax_backoff = "2s"\n')
     writer = subprocess.Popen([sys.executable, os.path.join(SHARED, "raycorpus.py"), "live", "--out", out_dir,
                                "--rate", str(a.rate), "--seconds", str(a.seconds), "--rotate-bytes", "50000000"],
@@ -210,24 +219,30 @@ def real_loki(a):
     sys.exit(0 if stored == parsed and dead == 0 else 1)
 
 
+SINKS = ["loki", "loki-json", "es"] + list(OTLP_KINDS)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sp = ap.add_subparsers(dest="cmd", required=True)
     t = sp.add_parser("throughput")
     t.add_argument("--size-mb", type=int, default=256)
     t.add_argument("--corpus")
-    t.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    t.add_argument("--sink", default="loki", choices=SINKS)
+    t.add_argument("--no-count", action="store_true",
+                   help="otlp*: the receiver counts requests and bytes only, decompressing nothing")
+    t.add_argument("--raylog", default=RAYLOG, help="the binary to measure (default: this tree's release build)")
     l = sp.add_parser("live")
     l.add_argument("--seconds", type=int, default=40)
     l.add_argument("--rate", type=int, default=2000)
     l.add_argument("--kill-every", type=float, default=4)
     l.add_argument("--rotate-bytes", type=int, default=2_000_000)
     l.add_argument("--reject-every", type=int, default=50)
-    l.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    l.add_argument("--sink", default="loki", choices=SINKS)
     o = sp.add_parser("outage")
     o.add_argument("--seconds", type=int, default=60)
     o.add_argument("--rate", type=int, default=5000)
-    o.add_argument("--sink", default="loki", choices=["loki", "loki-json", "es"])
+    o.add_argument("--sink", default="loki", choices=SINKS)
     r = sp.add_parser("real-loki")
     r.add_argument("--size-mb", type=int, default=256)
     r.add_argument("--rate-limit", type=int, default=-1)

@@ -79,6 +79,9 @@ pub struct FileMeta {
     pub rotation: Option<u32>,
     /// `session_<date>_<pid>` the logs dir belongs to, when known.
     pub session: Option<String>,
+    /// The file's full path, when the reader knows it (the agent sets it): OTLP's
+    /// `log.file.path`. Not a record field: the record has `file`.
+    pub path: Option<String>,
     /// The JSON members every record of this file shares, rendered once (see
     /// [`FileMeta::json_members`]).
     json_members: std::sync::OnceLock<Vec<u8>>,
@@ -166,6 +169,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
         submission_id: None,
         rotation,
         session: session.map(str::to_string),
+        path: None,
         json_members: std::sync::OnceLock::new(),
     };
     match dir {

@@ -260,8 +260,12 @@ impl std::hash::Hash for Id {
     }
 }
 
-/// A fast hasher for maps keyed by [`Id`]: ids are random hex, so a multiply-xor over
-/// 8-byte words spreads them well, and SipHash's DoS resistance buys nothing here.
+/// A fast hasher for maps keyed by [`Id`]: a multiply-xor over 8-byte words, then a
+/// full avalanche in `finish`. Ray's ids are random hex, but job ids count up and a
+/// test harness may number workers: without the final mix, ids that differ only in
+/// their last characters (the high bytes of the last word) differ only in the high
+/// bits of the state, and the map's bucket index (its low bits) is the same for all
+/// of them — one bucket, O(n) per insert. SipHash's DoS resistance buys nothing here.
 #[derive(Default, Clone, Copy)]
 pub struct IdHasher(u64);
 
@@ -289,9 +293,15 @@ impl std::hash::Hasher for IdHasher {
         }
     }
 
+    /// MurmurHash3's `fmix64`: every input bit reaches every output bit.
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
     }
 }
 
@@ -381,5 +391,34 @@ mod tests {
         assert_eq!(id_from_base64(b"G364jcMdJAL2/CeoAQAAAA==").unwrap().as_str(), "1b7eb88dc31d2402f6fc27a801000000");
         assert!(id_from_base64(b"").is_none());
         assert!(id_from_base64(b"!!").is_none());
+    }
+
+    /// A million structured ids (counting up, sharing a prefix, sharing a suffix)
+    /// spread over a table's buckets like random ones: the bucket index is the
+    /// hash's low bits (hashbrown's), and its 7-bit tag the high ones.
+    #[test]
+    fn structured_ids_spread_over_the_buckets() {
+        use std::hash::BuildHasher;
+        const N: usize = 1 << 20;
+        let layouts: [fn(usize) -> String; 4] = [
+            |i| format!("{i:056x}"),
+            |i| format!("{i:08x}"),
+            |i| format!("{:0>56}", format!("{i:x}ffffffff")),
+            |i| format!("{i:032x}01000000"),
+        ];
+        for (n, layout) in layouts.iter().enumerate() {
+            let (mut low, mut tag) = (vec![false; N], [0usize; 128]);
+            for i in 0..N {
+                let id = Id::parse(layout(i).as_bytes()).expect("hex");
+                let h = IdMapState::default().hash_one(id);
+                low[h as usize & (N - 1)] = true;
+                tag[(h >> 57) as usize] += 1;
+            }
+            // N keys thrown at random into N buckets fill 1 - 1/e of them (63.2 %).
+            let used = low.iter().filter(|&&u| u).count() as f64 / N as f64;
+            assert!(used > 0.62, "layout {n}: {:.1} % of buckets used", used * 100.0);
+            let (min, max) = (tag.iter().min().unwrap(), tag.iter().max().unwrap());
+            assert!(*min > N / 128 * 9 / 10 && *max < N / 128 * 11 / 10, "layout {n}: tags {min}..{max}");
+        }
     }
 }

@@ -98,6 +98,8 @@ pub struct BatchRecord {
     /// The record's `fields` object as JSON (`{"source":"a.cc:1"}`), empty when it has
     /// none or unless [`Needs::extra`].
     pub extra: Span,
+    /// The file's full path when known, unless [`Needs::extra`] (OTLP's `log.file.path`).
+    pub path: Span,
     /// Stable identity of the record: file identity and offset. Elasticsearch uses
     /// it as `_id` so a replay is not indexed twice.
     pub doc_id: u128,
@@ -161,6 +163,8 @@ pub struct Batch {
     /// holds runs of records from one file, which then share these spans.
     last_file: Vec<u8>,
     last_spans: [Span; 4],
+    /// The same for the file's full path (two roots may hold files alike in all else).
+    last_path: (String, Span),
 }
 
 impl Batch {
@@ -183,6 +187,7 @@ impl Batch {
             needs: prev.needs,
             last_file: Vec::new(),
             last_spans: [Span::default(); 4],
+            last_path: Default::default(),
             json: Vec::with_capacity(prev.json.len() + prev.json.len() / 8),
             text: Vec::with_capacity(prev.text.len() + prev.text.len() / 8),
             entries: Vec::with_capacity(prev.entries.len() + prev.entries.len() / 8),
@@ -196,6 +201,7 @@ impl Batch {
         self.text.clear();
         self.entries.clear();
         self.last_file.clear();
+        self.last_path = Default::default();
         self
     }
 
@@ -272,10 +278,8 @@ impl Batch {
         if self.needs.fields {
             self.push_fields(r, &mut entry);
         }
-        if self.needs.extra && !r.fields.is_empty() {
-            let start = self.text.len() as u32;
-            raylog_parsers::ndjson::write_fields_object(&mut self.text, r.fields);
-            entry.extra = Span { start, len: self.text.len() as u32 - start };
+        if self.needs.extra {
+            self.push_extra(r, &mut entry);
         }
         self.entries.push(entry);
     }
@@ -310,6 +314,21 @@ impl Batch {
         [e.component, e.file, e.session, e.submission_id] = self.last_spans;
         e.task_name = self.opt_span(r.task_name);
         e.actor_name = self.opt_span(r.actor_name);
+    }
+
+    fn push_extra(&mut self, r: &Record<'_>, e: &mut BatchRecord) {
+        if !r.fields.is_empty() {
+            let start = self.text.len() as u32;
+            raylog_parsers::ndjson::write_fields_object(&mut self.text, r.fields);
+            e.extra = Span { start, len: self.text.len() as u32 - start };
+        }
+        let path = r.file.path.as_deref().unwrap_or("");
+        if self.last_path.0 != path {
+            self.last_path.1 = self.span(path);
+            self.last_path.0.clear();
+            self.last_path.0.push_str(path);
+        }
+        e.path = self.last_path.1;
     }
 
     /// A JSON object of what [`Needs::fields`] keeps of `e` (for the dead-letter file

@@ -7,7 +7,7 @@
 //!   yet (an actor worker's output for its actor, a new session's for its node).
 //! - [`batch`] and [`pipeline`]: batches fanned out to the sinks' bounded channels,
 //!   checkpoints advanced on acknowledgement.
-//! - [`sinks`]: Loki, Elasticsearch, stdout, file; retries and dead letters.
+//! - [`sinks`]: Loki, Elasticsearch, OTLP, stdout, file; retries and dead letters.
 //! - [`checkpoint`]: per-file offsets, advanced only when every sink acknowledged
 //!   everything before them, written atomically.
 //! - [`api`] and [`metrics`]: `/metrics`, `/healthz`, `/readyz`.

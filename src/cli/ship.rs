@@ -10,8 +10,8 @@ use crate::agent::config;
 
 #[derive(Args, Debug)]
 #[command(
-    about = "Tail Ray log dirs and ship every record to Loki, Elasticsearch, a file or stdout",
-    long_about = "Tail Ray log dirs and ship every record to Loki, Elasticsearch, a file or stdout.\n\n\
+    about = "Tail Ray log dirs and ship every record to Loki, Elasticsearch, an OpenTelemetry (OTLP) receiver, a file or stdout",
+    long_about = "Tail Ray log dirs and ship every record to Loki, Elasticsearch, an OpenTelemetry (OTLP) receiver, a file or stdout.\n\n\
 Follows every session under the configured paths (new sessions included) across rotation, \
 parses each line into a record tagged with Ray ids, and delivers it at least once: \
 checkpoints in source.state_dir advance only when every sink has acknowledged. \

@@ -513,3 +513,62 @@ fn dashboard_promql_parses() {
         }
     }
 }
+
+/// The OpenTelemetry Collector example: every component a pipeline (or
+/// `service.extensions`) names is defined, every defined receiver, processor, exporter
+/// and extension is used, every authenticator is a started extension, `memory_limiter`
+/// comes first, and raylog's config beside it sends to the Collector's OTLP/HTTP
+/// receiver port. Its keys are checked against the components' schemas by
+/// `.ci/validate_otelcol.py`; `raylog check-config` runs on its `raylog.toml` above.
+#[test]
+fn otel_collector_example_is_wired() {
+    let dir = examples_dir().join("otel-collector");
+    let c = &documents(&dir.join("collector.yaml")).unwrap()[0];
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().map(|x| x.as_str().unwrap().to_string()).collect()
+    };
+    let defined = |kind: &str| -> BTreeSet<String> {
+        c[kind].as_object().into_iter().flatten().map(|(k, _)| k.clone()).collect()
+    };
+    let service = &c["service"];
+    let mut used: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
+    used.entry("extensions").or_default().extend(names(&service["extensions"]));
+    let pipelines = service["pipelines"].as_object().expect("service.pipelines");
+    assert!(pipelines.contains_key("logs"), "no logs pipeline: {:?}", pipelines.keys());
+    for (name, p) in pipelines {
+        for kind in ["receivers", "processors", "exporters"] {
+            for id in names(&p[kind]) {
+                assert!(defined(kind).contains(&id), "pipeline {name}: {kind} {id:?} is not defined");
+                used.entry(kind).or_default().insert(id);
+            }
+        }
+        let procs = names(&p["processors"]);
+        assert_eq!(procs.first().map(String::as_str), Some("memory_limiter"), "pipeline {name}: memory_limiter first");
+        assert!(procs.iter().any(|x| x == "batch"), "pipeline {name}: no batch processor");
+    }
+    for kind in ["receivers", "processors", "exporters", "extensions"] {
+        for id in defined(kind) {
+            assert!(used.get(kind).is_some_and(|u| u.contains(&id)), "{kind}.{id} is defined but never used");
+        }
+    }
+    for (id, e) in c["exporters"].as_object().unwrap() {
+        if let Some(a) = e["auth"]["authenticator"].as_str() {
+            assert!(used["extensions"].contains(a), "exporter {id}: authenticator {a:?} is not in service.extensions");
+        }
+    }
+    assert_eq!(c["exporters"]["otlphttp/loki"]["endpoint"], "http://loki:3100/otlp", "Loki's native OTLP endpoint");
+
+    // raylog.toml's otlp sink points at the receiver's HTTP port.
+    let http = c["receivers"]["otlp"]["protocols"]["http"]["endpoint"].as_str().expect("an OTLP/HTTP receiver");
+    let port = http.rsplit(':').next().unwrap();
+    let raylog: toml::Table = toml::from_str(&std::fs::read_to_string(dir.join("raylog.toml")).unwrap()).unwrap();
+    let sinks = raylog["sinks"].as_array().unwrap();
+    let otlp = sinks.iter().find(|s| s["type"].as_str() == Some("otlp")).expect("raylog.toml has no otlp sink");
+    let endpoint = otlp["endpoint"].as_str().unwrap();
+    let authority = endpoint.split("://").nth(1).unwrap().split('/').next().unwrap();
+    assert_eq!(
+        authority.rsplit(':').next(),
+        Some(port),
+        "raylog.toml sends to {endpoint}, the Collector listens on {http}"
+    );
+}

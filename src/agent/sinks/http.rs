@@ -123,7 +123,10 @@ pub fn parse_endpoint(s: Option<&str>, key: &str, example: &str, p: &mut Problem
     match reqwest::Url::parse(s) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,
         Ok(u) => {
-            p.add(&format!("{key}.endpoint"), format!("scheme {:?} is not http or https", u.scheme()));
+            p.add(
+                &format!("{key}.endpoint"),
+                format!("scheme {:?} is not http or https; write the whole URL, e.g. \"{example}\"", u.scheme()),
+            );
             fallback()
         }
         Err(e) => {

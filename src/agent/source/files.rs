@@ -20,6 +20,10 @@ use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
 use crate::discover::{logs_roots, not_tailed, LogsRoot};
 
+/// Discovery looks at the shutdown flag every this many entries or files: a
+/// million-file listing or prescan must not hold SIGTERM for seconds.
+pub(super) const STOP_CHECK: usize = 1024;
+
 /// The fingerprint of a file skipped by `ignore_older`: matches no file, so when it
 /// changes and is opened, it is read from its start.
 pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 };
@@ -61,6 +65,11 @@ impl Source {
             let root = self.dirs[d].root.clone();
             *whole = self.list(d as u32, &root, &mut new);
         }
+        if self.stopping() {
+            // A listing of a million files takes seconds: SIGTERM is not kept waiting
+            // for it. Nothing is marked missing or tracked from a cut-short listing.
+            return 0;
+        }
         let found = self.track(new);
         let listing = self.listing;
         let unlisted: Vec<FileKey> =
@@ -84,6 +93,11 @@ impl Source {
             crate::agent::trim_heap();
         }
         found
+    }
+
+    /// Whether the agent is stopping: discovery looks every [`STOP_CHECK`] files.
+    pub(super) fn stopping(&self) -> bool {
+        self.shutdown.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The index of `root` in the dir list, adding it if new.
@@ -118,7 +132,10 @@ impl Source {
             }
         };
         let mut whole = true;
-        for e in rd {
+        for (i, e) in rd.enumerate() {
+            if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
+                return false;
+            }
             let Ok(e) = e else {
                 whole = false;
                 continue;
@@ -195,7 +212,10 @@ impl Source {
     /// prints get their actor whatever order files are read in. Returns how many.
     fn track(&mut self, found: Vec<Found>) -> usize {
         let mut added = vec![];
-        for f in found {
+        for (i, f) in found.into_iter().enumerate() {
+            if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
+                break;
+            }
             let path = self.path_of(&f);
             let Ok(md) = std::fs::metadata(&path) else { continue };
             let key = FileKey::of(&md);
@@ -216,7 +236,10 @@ impl Source {
             .filter(|k| self.table.ready.contains(k))
             .filter_map(|k| classify(&self.table.get(k)?.rel, None).worker_id)
             .collect();
-        for key in &added {
+        for (i, key) in added.iter().enumerate() {
+            if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
+                break;
+            }
             let Some(t) = self.table.get(key) else { continue };
             let (dir, path) = (t.dir, self.dirs[t.dir as usize].root.join(&*t.rel));
             let meta = classify(&t.rel, self.dirs[dir as usize].session.as_deref());

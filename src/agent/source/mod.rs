@@ -202,6 +202,10 @@ impl Source {
                 return;
             }
             let found = self.look(changes.take().unwrap_or_else(|| wake.take()));
+            if self.shutdown.load(Relaxed) {
+                // Discovery may have stopped halfway (files not prescanned): read no more.
+                continue;
+            }
             let progress = self.read_round();
             self.flush_idle();
             self.close_inactive();

@@ -141,7 +141,9 @@ impl Source {
         let t = self.table.get(&key).expect("checked by the caller");
         let d = &self.dirs[t.dir as usize];
         let path = d.root.join(&*t.rel);
-        let meta = Arc::new(classify(&t.rel, d.session.as_deref()));
+        let mut meta = classify(&t.rel, d.session.as_deref());
+        meta.path = Some(path.to_string_lossy().into_owned());
+        let meta = Arc::new(meta);
         let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time);
         let expect = (t.unverified || t.fingerprint.len > 0).then_some(t.fingerprint);
         let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), d.node, t.resume, ctx, expect)? else {

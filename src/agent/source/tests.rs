@@ -334,3 +334,21 @@ fn a_closed_file_deleted_with_bytes_unread_is_counted_lost() {
     assert_eq!((m.files_lost.load(Relaxed), m.bytes_lost.load(Relaxed)), (1, 4), "one file, its 4 unread bytes");
     assert_eq!(rig.source.table.len(), 0, "forgotten once a listing confirmed it gone");
 }
+
+/// SIGTERM during start-up discovery: the listing stops within [`STOP_CHECK`]
+/// entries, nothing of the cut-short listing is tracked or counted missing, and the
+/// reader returns instead of reading. Without the flag the same tree is all tracked.
+#[test]
+fn discovery_stops_when_the_agent_is_stopping() {
+    let mut rig = Rig::new("stop-discovery", 64);
+    let logs = rig.logs();
+    for i in 0..3 * super::files::STOP_CHECK {
+        std::fs::write(logs.join(format!("worker-{i:056x}-01000000-{i}.out")), "hello\n").unwrap();
+    }
+    rig.source.shutdown.store(true, Relaxed);
+    assert_eq!(rig.source.rescan(), 0);
+    assert_eq!(rig.source.table.len(), 0, "a cut-short listing tracks nothing");
+    rig.source.shutdown.store(false, Relaxed);
+    assert_eq!(rig.source.rescan(), 3 * super::files::STOP_CHECK);
+    assert_eq!(rig.source.table.len(), 3 * super::files::STOP_CHECK);
+}

@@ -81,6 +81,10 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
     let file = batch.str(e.file);
     if !file.is_empty() {
         f(Key("log.file.name", ""), Val::Str(file.rsplit('/').next().unwrap_or(file)));
+        let path = batch.str(e.path);
+        if !path.is_empty() {
+            f(Key("log.file.path", ""), Val::Str(path));
+        }
         f(Key("ray.file", ""), Val::Str(file));
         f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
     }
@@ -107,21 +111,23 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
 fn extra<'b>(fields: &'b str, component: &str, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
     let (mut has_type, mut has_state) = (false, false);
     let (mut event_type, mut state) = (None, None);
-    let _ = json::members(fields, |k, v| match k {
-        "event_type" => has_type = true,
-        "state" => has_state = true,
-        "source_type" if component == "export_event" => event_type = Some(v),
-        "label" if component == "event" => event_type = Some(v),
-        "event_data" => state = nested_member(v, "state"),
-        _ => {}
-    });
+    // One pass: the event keys go after every pair, so what the pairs say of them
+    // is known by then.
     let _ = json::members(fields, |k, v| {
-        if k == "source" {
-            if let Some((file, line)) = v.plain_str().and_then(code_location) {
-                f(Key("code.filepath", ""), Val::Str(file));
-                f(Key("code.lineno", ""), Val::Int(line));
-                return;
+        match k {
+            "event_type" => has_type = true,
+            "state" => has_state = true,
+            "source_type" if component == "export_event" => event_type = Some(v),
+            "label" if component == "event" => event_type = Some(v),
+            "event_data" => state = nested_member(v, "state"),
+            "source" => {
+                if let Some((file, line)) = v.plain_str().and_then(code_location) {
+                    f(Key("code.filepath", ""), Val::Str(file));
+                    f(Key("code.lineno", ""), Val::Int(line));
+                    return;
+                }
             }
+            _ => {}
         }
         f(Key("ray.", k), Val::Json(v));
     });

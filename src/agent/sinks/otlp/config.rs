@@ -27,14 +27,14 @@ pub struct OtlpRaw {
     /// `"gzip"` (default) or `"none"`.
     pub compression: Option<String>,
     /// Extra HTTP headers, e.g. a vendor's API key: name → value (a secret).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, Secret>,
     /// Resource `service.name`. Default `"ray"`.
     pub service_name: Option<String>,
     /// Resource `service.namespace`, when set.
     pub service_namespace: Option<String>,
     /// Extra constant resource attributes (`deployment.environment.name`…).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resource_attributes: BTreeMap<String, String>,
     pub basic_auth: Option<BasicAuthRaw>,
     pub bearer_token: Option<Secret>,

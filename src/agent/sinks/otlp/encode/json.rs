@@ -35,15 +35,16 @@ impl OtlpEncoder {
     }
 }
 
+/// One `LogRecord`: the hot path (numbers through a stack buffer, not a `String`).
 fn json_record(out: &mut Vec<u8>, batch: &Batch, e: &BatchRecord) {
     out.extend_from_slice(b"{\"timeUnixNano\":\"");
-    out.extend_from_slice(entry_time(e).max(0).to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(entry_time(e).max(0)).as_bytes());
     out.extend_from_slice(b"\",\"observedTimeUnixNano\":\"");
-    out.extend_from_slice(e.observed_ns.max(0).to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(e.observed_ns.max(0)).as_bytes());
     out.push(b'"');
     if let Some(l) = e.level {
         out.extend_from_slice(b",\"severityNumber\":");
-        out.extend_from_slice(attrs::severity_number(l).to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(attrs::severity_number(l)).as_bytes());
         out.extend_from_slice(b",\"severityText\":");
         write_str(out, l.as_str());
     }
@@ -83,7 +84,7 @@ fn json_any(out: &mut Vec<u8>, v: Val<'_>, depth: u32) {
         Val::Bool(b) => out.extend_from_slice(if b { b"{\"boolValue\":true}" } else { b"{\"boolValue\":false}" }),
         Val::Int(i) => {
             out.extend_from_slice(b"{\"intValue\":\"");
-            out.extend_from_slice(i.to_string().as_bytes());
+            out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
             out.extend_from_slice(b"\"}");
         }
         Val::Hex128(h) => json_any(out, Val::Str(hex128(&mut [0; 32], h)), depth),

@@ -135,14 +135,17 @@ impl OtlpEncoder {
     fn write_protobuf(&mut self, raw: &mut Vec<u8>, batch: &Batch, sel: &[u32]) {
         let mut scratch = std::mem::take(&mut self.scratch);
         let resource = self.resource(&batch.node);
-        // Requests of 16 KiB to 2 MiB take a 3-byte length.
-        pb::nested(raw, 1, 3, |raw| {
+        // The two outer messages hold nearly the whole request: room for the length
+        // the last request needed (3 bytes: up to 2 MiB, 4: up to 256 MiB), so a body
+        // of megabytes is not moved to make room twice per request.
+        let outer = pb::varint_len(self.last_len as u64).max(3);
+        pb::nested(raw, 1, outer, |raw| {
             pb::nested(raw, 1, 2, |raw| {
                 for (k, v) in &resource {
                     pb_str_attr(raw, 1, Key("", k), v);
                 }
             });
-            pb::nested(raw, 2, 3, |raw| {
+            pb::nested(raw, 2, outer, |raw| {
                 pb::nested(raw, 1, 1, |raw| {
                     pb::str_field(raw, 1, SCOPE_NAME.as_bytes());
                     pb::str_field(raw, 2, SCOPE_VERSION.as_bytes());
@@ -177,6 +180,16 @@ fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRe
 
 /// A `KeyValue` whose value is a string (sizes known up front: no length to patch).
 fn pb_str_attr(raw: &mut Vec<u8>, field: u8, k: Key<'_>, v: &str) {
+    let (kl, vl) = (k.len(), v.len());
+    // KeyValue = key (2 + kl) + value (2 + AnyValue (2 + vl)): when that is under 128
+    // every length is one byte, and the headers are written as two 4-byte runs.
+    if kl + vl + 6 < 128 {
+        raw.extend_from_slice(&[field << 3 | pb::LEN, (kl + vl + 6) as u8, 1 << 3 | pb::LEN, kl as u8]);
+        k.write(raw);
+        raw.extend_from_slice(&[2 << 3 | pb::LEN, (vl + 2) as u8, 1 << 3 | pb::LEN, vl as u8]);
+        raw.extend_from_slice(v.as_bytes());
+        return;
+    }
     let any = 1 + pb::varint_len(v.len() as u64) + v.len();
     let kv = 1 + pb::varint_len(k.len() as u64) + k.len() + pb::msg_field_len(any);
     pb::key(raw, field, pb::LEN);
@@ -194,6 +207,9 @@ fn pb_attr(raw: &mut Vec<u8>, scratch: &mut String, field: u8, k: Key<'_>, v: Va
     match v {
         Val::Str(s) => pb_str_attr(raw, field, k, s),
         Val::Hex128(h) => pb_str_attr(raw, field, k, hex128(&mut [0; 32], h)),
+        // An `int_value` or `bool_value`: sizes known too (a varint of at most 10).
+        Val::Int(i) if k.len() < SHORT_KEY => pb_varint_attr(raw, field, k, 3, i as u64),
+        Val::Bool(b) if k.len() < SHORT_KEY => pb_varint_attr(raw, field, k, 2, b as u64),
         v => pb::nested(raw, field, 1, |raw| {
             pb::key(raw, 1, pb::LEN);
             pb::varint(raw, k.len() as u64);
@@ -201,6 +217,19 @@ fn pb_attr(raw: &mut Vec<u8>, scratch: &mut String, field: u8, k: Key<'_>, v: Va
             pb::nested(raw, 2, 1, |raw| pb_any(raw, scratch, v, depth));
         }),
     }
+}
+
+/// A key this short keeps a `KeyValue` holding a varint under 128 bytes.
+const SHORT_KEY: usize = 128 - 16;
+
+/// A `KeyValue` whose value is the varint `n` as `AnyValue` field `tag`, for a key
+/// shorter than [`SHORT_KEY`]: every length one byte.
+fn pb_varint_attr(raw: &mut Vec<u8>, field: u8, k: Key<'_>, tag: u8, n: u64) {
+    let any = 1 + pb::varint_len(n);
+    raw.extend_from_slice(&[field << 3 | pb::LEN, (k.len() + any + 4) as u8, 1 << 3 | pb::LEN, k.len() as u8]);
+    k.write(raw);
+    raw.extend_from_slice(&[2 << 3 | pb::LEN, any as u8, tag << 3 | pb::VARINT]);
+    pb::varint(raw, n);
 }
 
 /// `v` as 32 lowercase hex digits, in `buf`.
@@ -275,4 +304,4 @@ pub fn element(el: &str) -> Value<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

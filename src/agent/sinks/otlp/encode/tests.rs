@@ -241,7 +241,9 @@ pub fn sample_batch() -> Batch {
     ];
     let (mut corr, opts) = (Correlator::new(), Options::default());
     for (name, body) in files {
-        let mut p = FileParser::new(classify(name, Some(SESSION)), None, None);
+        let mut meta = classify(name, Some(SESSION));
+        meta.path = Some(format!("/tmp/ray/{SESSION}/logs/{name}"));
+        let mut p = FileParser::new(meta, None, None);
         let mut push =
             |r: &raylog_parsers::Record<'_>| b.push(r, 1_764_600_000_000_000_000, doc_id(name, r.offset, r.message));
         p.push(body.as_bytes(), &mut corr, &opts, &mut push);
@@ -251,7 +253,11 @@ pub fn sample_batch() -> Batch {
 }
 
 pub fn config(extra: &str) -> OtlpConfig {
-    let raw: OtlpRaw = toml::from_str(&format!("endpoint = \"http://c:4318\"\n{extra}")).unwrap();
+    config_at("http://c:4318", extra)
+}
+
+pub fn config_at(endpoint: &str, extra: &str) -> OtlpConfig {
+    let raw: OtlpRaw = toml::from_str(&format!("endpoint = \"{endpoint}\"\n{extra}")).unwrap();
     let mut p = Problems::default();
     let c = raw.validate("sinks[0]", &mut p);
     assert!(p.is_empty(), "{p}");
@@ -314,6 +320,7 @@ fn expected_attrs(rec: &Value, doc: u128) -> BTreeMap<String, Value> {
     }
     let file = rec["file"].as_str().unwrap();
     want.insert("log.file.name".into(), json!(file.rsplit('/').next().unwrap()));
+    want.insert("log.file.path".into(), json!(format!("/tmp/ray/{SESSION}/logs/{file}")));
     if let Some(s) = rec.get("stream") {
         want.insert("log.iostream".into(), s.clone());
     }
