@@ -338,15 +338,8 @@ fn otlp_real_loki_backfill_of_a_corpus_spanning_three_hours() {
     // unpaced until Loki states its rate), which raylog sent again: the counts above
     // say every record is stored. Anything else is a loss.
     let discarded = loki.discarded();
-    let refused: u64 = err
-        .lines()
-        .filter(|l| l.contains("HTTP 429"))
-        .filter_map(|l| l.split("attempting to ingest '").nth(1).and_then(|r| r.split('\'').next()))
-        .map(|n| n.parse::<u64>().unwrap())
-        .sum();
-    let rate_limited = discarded.get("rate_limited").copied().unwrap_or(0);
     assert!(discarded.keys().all(|k| k == "rate_limited"), "Loki discarded {discarded:?}:\n{err}");
-    assert_eq!(rate_limited, refused, "Loki's discards are the pushes refused with 429:\n{err}");
+    assert!(discarded.is_empty() || err.contains("pacing pushes below it"), "{discarded:?} without a 429:\n{err}");
     eprintln!(
         "corpus: {n} records ({} bytes per manifest) shipped in {took:?}; discarded {discarded:?}; \
          level-less records Loki gave a level: {}",
@@ -478,8 +471,8 @@ fn code_location(s: &str) -> Option<(&str, i64)> {
     Some((file, line.parse().ok()?))
 }
 
-/// The attributes a `LogRecord` must have for record `r`, from the record alone.
-fn want_attrs(r: &Value) -> BTreeMap<String, Value> {
+/// The attributes a `LogRecord` must have for record `r` of the logs dir `logs`.
+fn want_attrs(r: &Value, logs: &Path) -> BTreeMap<String, Value> {
     let mut a = BTreeMap::new();
     let fields = r.get("fields").and_then(Value::as_object).cloned().unwrap_or_default();
     for (k, v) in r.as_object().unwrap() {
@@ -506,6 +499,7 @@ fn want_attrs(r: &Value) -> BTreeMap<String, Value> {
                 let f = v.as_str().unwrap();
                 a.insert("ray.file".into(), v.clone());
                 a.insert("log.file.name".into(), Value::from(f.rsplit('/').next().unwrap()));
+                a.insert("log.file.path".into(), Value::from(logs.join(f).to_str().unwrap()));
             }
             "offset" => {
                 a.insert("ray.offset".into(), v.clone());
@@ -549,7 +543,13 @@ fn want_attrs(r: &Value) -> BTreeMap<String, Value> {
 }
 
 /// Checks one received `LogRecord` against `raylog parse`'s record; the mismatches.
-fn check_record(r: &Value, got: &Value, observed: (i128, i128), uids: &mut BTreeSet<String>) -> Vec<String> {
+fn check_record(
+    r: &Value,
+    logs: &Path,
+    got: &Value,
+    observed: (i128, i128),
+    uids: &mut BTreeSet<String>,
+) -> Vec<String> {
     let mut bad = vec![];
     let (mut attrs, twice) = kv_map_twice(&got["attributes"]);
     for (k, v) in twice {
@@ -584,7 +584,7 @@ fn check_record(r: &Value, got: &Value, observed: (i128, i128), uids: &mut BTree
     if severity != want_severity {
         bad.push(format!("severity {severity:?} vs level {}", r["level"]));
     }
-    let want = want_attrs(r);
+    let want = want_attrs(r, logs);
     for (k, v) in &want {
         match attrs.get(k) {
             Some(g) if same(v, g) => {}
@@ -669,7 +669,7 @@ fn otlp_independent_decoder_reads_every_field_of_every_record() {
                 attrs.get("ray.offset").and_then(Value::as_u64).unwrap_or(u64::MAX),
             );
             let Some(r) = want.remove(&place) else { panic!("{cluster}: {place:?} received twice or not parsed") };
-            for b in check_record(&r, rec, (t0, t1), &mut uids_here) {
+            for b in check_record(&r, &logs_dir(fixture), rec, (t0, t1), &mut uids_here) {
                 problems.push(format!("{cluster} {place:?}: {b}"));
             }
             total += 1;
