@@ -107,6 +107,8 @@ pub struct BatchRecord {
     pub truncated: bool,
     /// The record had no time of its own (`timestamp_inferred`).
     pub inferred: bool,
+    /// Its time was estimated (`timestamp_estimated`).
+    pub estimated: bool,
 }
 
 /// The agent's own identity, the same for every record.
@@ -270,6 +272,7 @@ impl Batch {
             doc_id,
             truncated: r.truncated,
             inferred: r.timestamp_inferred || r.timestamp.is_none(),
+            estimated: r.timestamp_estimated,
             ..BatchRecord::default()
         };
         if self.needs.json {

@@ -14,6 +14,7 @@ use raylog_parsers::json::{self, Value};
 use raylog_parsers::record::Level;
 
 use crate::agent::batch::{Batch, BatchRecord, IdField};
+use crate::agent::sinks::loki::encode::entry_time;
 
 /// `severity_number` of the OpenTelemetry log data model for Ray's level.
 pub fn severity_number(l: Level) -> u8 {
@@ -25,6 +26,22 @@ pub fn severity_number(l: Level) -> u8 {
         Level::Error => 17,
         Level::Fatal => 21,
     }
+}
+
+/// `time_unix_nano` of `e`: the Loki sink's entry time (an offset below the time's
+/// own precision, see [`entry_time`]), and for a time already in nanoseconds an
+/// offset under a microsecond. Loki's `/otlp` puts all of a node's files in one
+/// stream and stores entries alike in time and line once: Ray writes the job
+/// supervisor's lines, with one nanosecond time, to two files.
+pub fn record_time(e: &BatchRecord) -> u64 {
+    let t = entry_time(e);
+    let t = if t == e.timestamp_ns && !e.inferred {
+        let x = ((e.doc_id >> 64) as u64 ^ e.doc_id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
+        t.saturating_add((x % 1000) as i64)
+    } else {
+        t
+    };
+    t.max(0) as u64
 }
 
 /// An attribute's name: a prefix and the rest, so `ray.<field>` is never built.
@@ -57,6 +74,26 @@ pub enum Val<'a> {
     /// A parser field's raw JSON (an escaped string, a number, an object…).
     Json(Value<'a>),
 }
+
+/// Record fields that have an attribute of their own: a parser field of the same
+/// name is sent as `ray.fields.<name>`.
+const TAKEN: [&str; 15] = [
+    "node_id",
+    "job_id",
+    "worker_id",
+    "actor_id",
+    "task_id",
+    "component",
+    "session",
+    "submission_id",
+    "task_name",
+    "actor_name",
+    "file",
+    "offset",
+    "timestamp_inferred",
+    "timestamp_estimated",
+    "truncated",
+];
 
 const ID_KEYS: [&str; 5] = ["ray.node_id", "ray.job_id", "ray.worker_id", "ray.actor_id", "ray.task_id"];
 
@@ -98,6 +135,9 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
     if e.inferred {
         f(Key("ray.timestamp_inferred", ""), Val::Bool(true));
     }
+    if e.estimated {
+        f(Key("ray.timestamp_estimated", ""), Val::Bool(true));
+    }
     if e.truncated {
         f(Key("ray.truncated", ""), Val::Bool(true));
     }
@@ -129,7 +169,10 @@ fn extra<'b>(fields: &'b str, component: &str, f: &mut impl FnMut(Key<'b>, Val<'
             }
             _ => {}
         }
-        f(Key("ray.", k), Val::Json(v));
+        // A field named like an attribute above (a `node_id` caught in prose) would
+        // repeat its key, which OTLP forbids: it goes under `ray.fields.`.
+        let prefix = if TAKEN.contains(&k) { "ray.fields." } else { "ray." };
+        f(Key(prefix, k), Val::Json(v));
     });
     if let Some(v) = event_type.filter(|_| !has_type) {
         f(Key("ray.event_type", ""), Val::Json(v));

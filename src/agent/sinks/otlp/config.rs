@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::config::values::{DurationValue, Problems, Secret};
+use crate::agent::config::values::{DurationValue, Problems, Secret, SizeValue};
 use crate::agent::sinks::http::{BasicAuthRaw, HttpRaw, TlsRaw};
 
 /// The sink as written.
@@ -41,6 +41,13 @@ pub struct OtlpRaw {
     #[serde(default)]
     pub tls: TlsRaw,
     pub timeout: Option<DurationValue>,
+    /// Largest request body before compression; a batch is sent in as many requests
+    /// as it takes. Default `"3MiB"`: under Loki's 4 MiB gRPC message limit behind
+    /// `/otlp` and the receivers' usual bounds.
+    pub max_request_bytes: Option<SizeValue>,
+    /// Pace requests at this rate (bytes before compression); `0` (default): unpaced
+    /// until a 429 states a rate limit (Loki's does).
+    pub max_bytes_per_second: Option<SizeValue>,
 }
 
 /// Wire encoding of a request.
@@ -75,6 +82,8 @@ pub struct OtlpConfig {
     pub service_namespace: Option<String>,
     pub resource_attributes: BTreeMap<String, String>,
     pub client: reqwest::Client,
+    pub max_request_bytes: usize,
+    pub max_bytes_per_second: Option<u64>,
 }
 
 /// Headers the sink sets itself: a configured one would contradict the body.
@@ -139,7 +148,20 @@ impl OtlpRaw {
         for k in self.resource_attributes.keys().filter(|k| k.is_empty()) {
             p.add(&format!("{key}.resource_attributes"), format!("{k:?}: an attribute name must not be empty"));
         }
+        let max_request_bytes = self
+            .max_request_bytes
+            .as_ref()
+            .map_or(3 << 20, |v| v.get(&format!("{key}.max_request_bytes"), 64 << 10..=1 << 30, p));
+        let pace = self
+            .max_bytes_per_second
+            .as_ref()
+            .map_or(0, |v| v.get(&format!("{key}.max_bytes_per_second"), 0..=1 << 40, p));
+        if (1..1024).contains(&pace) {
+            p.add(&format!("{key}.max_bytes_per_second"), "must be 0 (unpaced) or at least 1KiB");
+        }
         OtlpConfig {
+            max_request_bytes: max_request_bytes as usize,
+            max_bytes_per_second: (pace > 0).then_some(pace),
             name: self.name.clone().unwrap_or_else(|| "otlp".into()),
             url: http.url,
             encoding,

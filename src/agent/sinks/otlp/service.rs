@@ -38,6 +38,9 @@ pub struct OtlpSink {
     cfg: OtlpConfig,
     encoder: Box<OtlpEncoder>,
     pacer: Pacer,
+    /// Bytes per record of the last request, to cut batches into requests under
+    /// `max_request_bytes` before encoding them.
+    record_bytes: usize,
 }
 
 /// How one request went.
@@ -52,7 +55,12 @@ enum Posted {
 
 impl OtlpSink {
     pub fn new(cfg: OtlpConfig) -> OtlpSink {
-        OtlpSink { encoder: Box::new(OtlpEncoder::new(&cfg)), pacer: Pacer::new(None), cfg }
+        OtlpSink {
+            encoder: Box::new(OtlpEncoder::new(&cfg)),
+            pacer: Pacer::new(cfg.max_bytes_per_second),
+            record_bytes: 0,
+            cfg,
+        }
     }
 
     /// Sends the entries `only` selects (all when `None`). Returns the bytes sent.
@@ -63,7 +71,9 @@ impl OtlpSink {
             None => (0..batch.len() as u32).collect(),
         };
         let (mut bytes, mut budget, mut requests) = (0, SETTLE_BUDGET, 0);
-        let mut todo = vec![all];
+        // Cut by the last request's size per record, the first part sent first.
+        let per = (self.cfg.max_request_bytes / self.record_bytes.max(1)).max(1);
+        let mut todo: Vec<Vec<u32>> = all.chunks(per).rev().map(<[u32]>::to_vec).collect();
         while let Some(part) = todo.pop() {
             if part.is_empty() {
                 continue;
@@ -79,7 +89,12 @@ impl OtlpSink {
                 Ok(Posted::Refused(why)) if part.len() == 1 || budget == 0 => {
                     d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, why.clone())));
                 }
-                Ok(Posted::Refused(_)) | Ok(Posted::TooBig) => {
+                Ok(Posted::TooBig) => {
+                    requests -= 1;
+                    let (a, b) = part.split_at(part.len() / 2);
+                    todo.extend([b.to_vec(), a.to_vec()]);
+                }
+                Ok(Posted::Refused(_)) => {
                     budget = budget.saturating_sub(1);
                     let (a, b) = part.split_at(part.len() / 2);
                     // Popped last first: the first half goes first.
@@ -114,7 +129,8 @@ impl OtlpSink {
             .encoder
             .encode(batch, part)
             .map_err(|e| SendError::Transient(format!("cannot compress the request: {e}")))?;
-        if part.len() > 1 && self.pacer.too_big(req.raw_bytes) {
+        self.record_bytes = req.raw_bytes / part.len().max(1);
+        if part.len() > 1 && (req.raw_bytes > self.cfg.max_request_bytes || self.pacer.too_big(req.raw_bytes)) {
             return Ok(Posted::TooBig);
         }
         let wait = self.pacer.wait_for(req.raw_bytes);

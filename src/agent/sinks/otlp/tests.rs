@@ -266,3 +266,40 @@ async fn the_driver_writes_partial_dead_letters_and_counts_them_right() {
     assert_eq!(rx.records() as u64, n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `n` raylet records in one batch.
+fn raylet_batch(n: usize) -> Batch {
+    use raylog_parsers::{classify, Correlator, FileParser, Options};
+    let node = Arc::new(crate::agent::batch::NodeIdentity::new("node-a".into(), None, Default::default()));
+    let mut b = Batch::new(1, node);
+    let text: String = (0..n)
+        .map(|i| format!("[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: item seq={i}\n"))
+        .collect();
+    let mut p = FileParser::new(classify("raylet.out", Some("session_2026-11-30_09-00-00_000000_1")), None, None);
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    let doc = |r: &raylog_parsers::Record<'_>| crate::agent::batch::doc_id("1:raylet.out", r.offset, r.message);
+    p.push(text.as_bytes(), &mut corr, &opts, &mut |r| b.push(r, 1, doc(r)));
+    p.finish(&mut corr, &opts, &mut |r| b.push(r, 1, doc(r)));
+    assert_eq!(b.len(), n);
+    b
+}
+
+/// A batch larger than `max_request_bytes` goes as several requests, each under it
+/// once the size per record is known, every record once and in order.
+#[tokio::test]
+async fn a_large_batch_is_cut_into_requests_under_the_size_bound() {
+    let rx = Receiver::start().await;
+    let b = raylet_batch(3000);
+    let mut sink = rx.sink("max_request_bytes = \"64KiB\"\ncompression = \"none\"");
+    for round in 0..2 {
+        let (d, _) = sink.send(&b, None).await.unwrap();
+        assert!(d.rejected.is_empty() && d.retry.is_empty());
+        let s = rx.state.lock().unwrap();
+        let got: Vec<&str> =
+            s.got.iter().flat_map(|g| g.req.records.iter().map(|r| r.body.as_str().unwrap())).collect();
+        let want: Vec<String> = (0..3000).map(|i| format!("item seq={i}")).collect();
+        assert_eq!(got.len(), 3000 * (round + 1));
+        assert_eq!(got[3000 * round..], want.iter().map(String::as_str).collect::<Vec<_>>()[..], "once, in order");
+        assert!(s.got.len() >= 3000 * 400 / (64 << 10) * (round + 1), "{} requests", s.got.len());
+    }
+}

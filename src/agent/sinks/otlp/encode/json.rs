@@ -7,7 +7,6 @@ use raylog_parsers::ndjson::write_str;
 
 use super::{element, hex128, OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
 use crate::agent::batch::{Batch, BatchRecord};
-use crate::agent::sinks::loki::encode::entry_time;
 use crate::agent::sinks::otlp::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 
 impl OtlpEncoder {
@@ -38,7 +37,7 @@ impl OtlpEncoder {
 /// One `LogRecord`: the hot path (numbers through a stack buffer, not a `String`).
 fn json_record(out: &mut Vec<u8>, batch: &Batch, e: &BatchRecord) {
     out.extend_from_slice(b"{\"timeUnixNano\":\"");
-    out.extend_from_slice(itoa::Buffer::new().format(entry_time(e).max(0)).as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(attrs::record_time(e)).as_bytes());
     out.extend_from_slice(b"\",\"observedTimeUnixNano\":\"");
     out.extend_from_slice(itoa::Buffer::new().format(e.observed_ns.max(0)).as_bytes());
     out.push(b'"');

@@ -35,7 +35,6 @@ use raylog_parsers::json::Value;
 use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
 use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
-use crate::agent::sinks::loki::encode::entry_time;
 use crate::agent::sinks::pb;
 
 /// The scope every record is sent under.
@@ -163,7 +162,7 @@ impl OtlpEncoder {
 fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRecord) {
     // Records of 128 B to 16 KiB take a 2-byte length.
     pb::nested(raw, 2, 2, |raw| {
-        pb::fixed64(raw, 1, entry_time(e).max(0) as u64);
+        pb::fixed64(raw, 1, attrs::record_time(e));
         if let Some(l) = e.level {
             pb::key(raw, 2, pb::VARINT);
             raw.push(attrs::severity_number(l));

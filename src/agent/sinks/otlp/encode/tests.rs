@@ -233,9 +233,10 @@ pub fn sample_batch() -> Batch {
     let labels = [("ray.io/node-type".to_string(), "head".to_string())].into();
     let node = Arc::new(NodeIdentity::new("node-a".into(), Some("c1".into()), labels));
     let mut b = Batch::new(1, node);
-    let files: [(&str, &str); 4] = [
+    let files: [(&str, &str); 5] = [
         ("gcs_server.out", "[2026-11-30 10:21:03,080 I 4034 4034] (gcs_server) gcs_server.cc:1322: Main service Event stats: tab\tand \"quotes\" é\n[2026-11-30 10:21:04,001 W 4034 4034] (gcs_server) gcs_actor_manager.cc:77: Actor died actor_id=946fe8f36ddb9dc6e6afc94401000000\n"),
         ("worker-d361d2f5cf595a2fc4000787fc546f9695478a0a0532d84be46f5093-01000000-5490.out", ":job_id:01000000\nhello from a print\n"),
+        ("events/event_GCS.log", "{\"event_id\":\"aa01\",\"source_type\":\"GCS\",\"severity\":\"INFO\",\"label\":\"X\",\"message\":\"m\",\"timestamp\":1764618359,\"custom_fields\":{\"job_id\":\"01000000\"},\"node_id\":\"not an id\",\"truncated\":1}\n"),
         ("export_events/event_EXPORT_ACTOR.log", "{\"event_id\":\"1d54\",\"timestamp\":1764498127,\"source_type\":\"EXPORT_ACTOR\",\"event_data\":{\"actor_id\":\"lG/o823bncbmr8lEAQAAAA==\",\"job_id\":\"AQAAAA==\",\"state\":\"ALIVE\",\"pid\":5490,\"is_detached\":false,\"labels\":{},\"ratio\":0.5,\"tags\":[\"a\",1,null],\"name\":\"say \\\"hi\\\"\"}}\n"),
         ("events/event_RAYLET.log", "{\"event_id\":\"70c8\",\"source_type\":\"RAYLET\",\"source_hostname\":\"vm\",\"source_pid\":3171,\"severity\":\"ERROR\",\"label\":\"RAY_WORKER_FAILURE\",\"message\":\"A worker died\",\"timestamp\":1764618359,\"custom_fields\":{\"worker_id\":\"b1ba2105ece393310e260b0e179de287f32d8622e7bca48f0a9fc358\",\"job_id\":\"01000000\"}}\n"),
     ];
@@ -305,6 +306,25 @@ fn resource_and_scope() {
     assert_eq!(req.scope, (SCOPE_NAME.to_string(), SCOPE_VERSION.to_string()));
 }
 
+/// Record fields with an attribute of their own (attrs.rs).
+const TAKEN: [&str; 15] = [
+    "node_id",
+    "job_id",
+    "worker_id",
+    "actor_id",
+    "task_id",
+    "component",
+    "session",
+    "submission_id",
+    "task_name",
+    "actor_name",
+    "file",
+    "offset",
+    "timestamp_inferred",
+    "timestamp_estimated",
+    "truncated",
+];
+
 /// What the record's own JSON says, in the attribute names of the README's table.
 fn expected_attrs(rec: &Value, doc: u128) -> BTreeMap<String, Value> {
     let mut want = BTreeMap::new();
@@ -331,11 +351,17 @@ fn expected_attrs(rec: &Value, doc: u128) -> BTreeMap<String, Value> {
     if rec.get("timestamp_inferred").is_some() || rec.get("timestamp").is_none() {
         want.insert("ray.timestamp_inferred".into(), json!(true));
     }
+    if rec.get("timestamp_estimated").is_some() {
+        want.insert("ray.timestamp_estimated".into(), json!(true));
+    }
     for (k, v) in rec.get("fields").and_then(|f| f.as_object()).into_iter().flatten() {
         match (k.as_str(), v.as_str().and_then(|s| s.rsplit_once(':'))) {
             ("source", Some((f, l))) if l.parse::<u32>().is_ok() => {
                 want.insert("code.filepath".into(), json!(f));
                 want.insert("code.lineno".into(), json!(l.parse::<i64>().unwrap()));
+            }
+            _ if TAKEN.contains(&k.as_str()) => {
+                want.insert(format!("ray.fields.{k}"), v.clone());
             }
             _ => {
                 want.insert(format!("ray.{k}"), v.clone());
@@ -393,7 +419,10 @@ fn every_record_says_what_its_json_says() {
     assert_eq!(export.attrs["ray.event_data"]["is_detached"], false);
     assert_eq!(export.attrs["ray.event_data"]["tags"], json!(["a", 1, null]));
     assert_eq!(export.attrs["ray.event_data"]["name"], "say \"hi\"", "escapes decoded");
-    let event = req.records.iter().find(|r| r.attrs.contains_key("ray.label")).unwrap();
+    let event = req.records.iter().find(|r| r.attrs.get("ray.label") == Some(&json!("RAY_WORKER_FAILURE"))).unwrap();
+    let clash = req.records.iter().find(|r| r.attrs.get("ray.label") == Some(&json!("X"))).unwrap();
+    assert_eq!(clash.attrs.get("ray.fields.node_id"), Some(&json!("not an id")), "{:?}", clash.attrs);
+    assert!(!clash.attrs.contains_key("ray.node_id"), "no id of its own");
     assert_eq!(event.attrs["ray.event_type"], "RAY_WORKER_FAILURE");
     let cpp = &req.records[0];
     assert_eq!((&cpp.attrs["code.filepath"], &cpp.attrs["code.lineno"]), (&json!("gcs_server.cc"), &json!(1322)));
