@@ -77,10 +77,10 @@ fn time_window(r: &Value) -> (i128, i128) {
         (r["offset"].as_u64().unwrap() % 10_000_000) as i128 * 100 + 100
     } else if ns % 1_000_000 == 0 {
         1_000_000
-    } else if ns % 1_000 == 0 {
-        1_000
     } else {
-        1
+        // Microseconds, or nanoseconds: a time already in nanoseconds gets an offset
+        // under a microsecond (Loki's /otlp stores entries alike in time and line once).
+        1_000
     };
     (ns, width)
 }
@@ -516,6 +516,10 @@ fn want_attrs(r: &Value, logs: &Path) -> BTreeMap<String, Value> {
                         ("source", Some((file, line))) => {
                             a.insert("code.filepath".into(), Value::from(file));
                             a.insert("code.lineno".into(), Value::from(line));
+                        }
+                        // Named like a record field that has an attribute of its own.
+                        _ if r.get(fk).is_some_and(|v| v != "") => {
+                            a.insert(format!("ray.fields.{fk}"), fv.clone());
                         }
                         _ => {
                             a.insert(format!("ray.{fk}"), fv.clone());

@@ -75,26 +75,6 @@ pub enum Val<'a> {
     Json(Value<'a>),
 }
 
-/// Record fields that have an attribute of their own: a parser field of the same
-/// name is sent as `ray.fields.<name>`.
-const TAKEN: [&str; 15] = [
-    "node_id",
-    "job_id",
-    "worker_id",
-    "actor_id",
-    "task_id",
-    "component",
-    "session",
-    "submission_id",
-    "task_name",
-    "actor_name",
-    "file",
-    "offset",
-    "timestamp_inferred",
-    "timestamp_estimated",
-    "truncated",
-];
-
 const ID_KEYS: [&str; 5] = ["ray.node_id", "ray.job_id", "ray.worker_id", "ray.actor_id", "ray.task_id"];
 
 /// Calls `f` for each attribute of `e`, in a fixed order; absent values are skipped.
@@ -142,13 +122,32 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
         f(Key("ray.truncated", ""), Val::Bool(true));
     }
     if !e.extra.is_empty() {
-        extra(batch.str(e.extra), batch.str(e.component), f);
+        let sent = |k: &str| taken(batch, e, k);
+        extra(batch.str(e.extra), batch.str(e.component), &sent, f);
+    }
+}
+
+/// Whether the attribute of record field `k` was sent for `e` (a parser field of
+/// that name then goes under `ray.fields.`).
+fn taken(batch: &Batch, e: &BatchRecord, k: &str) -> bool {
+    let text = |s| !batch.str(s).is_empty();
+    match k {
+        "component" => text(e.component),
+        "session" => text(e.session),
+        "submission_id" => text(e.submission_id),
+        "task_name" => text(e.task_name),
+        "actor_name" => text(e.actor_name),
+        "file" | "offset" => text(e.file),
+        "timestamp_inferred" => e.inferred,
+        "timestamp_estimated" => e.estimated,
+        "truncated" => e.truncated,
+        _ => IdField::ALL.iter().any(|&id| id.name() == k && batch.id(e, id).is_some()),
     }
 }
 
 /// The parser's pairs (`fields`): `ray.<key>`, `code.*` from `source`, and the
 /// event keys.
-fn extra<'b>(fields: &'b str, component: &str, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+fn extra<'b>(fields: &'b str, component: &str, taken: &dyn Fn(&str) -> bool, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
     let (mut has_type, mut has_state) = (false, false);
     let (mut event_type, mut state) = (None, None);
     // One pass: the event keys go after every pair, so what the pairs say of them
@@ -171,7 +170,7 @@ fn extra<'b>(fields: &'b str, component: &str, f: &mut impl FnMut(Key<'b>, Val<'
         }
         // A field named like an attribute above (a `node_id` caught in prose) would
         // repeat its key, which OTLP forbids: it goes under `ray.fields.`.
-        let prefix = if TAKEN.contains(&k) { "ray.fields." } else { "ray." };
+        let prefix = if taken(k) { "ray.fields." } else { "ray." };
         f(Key(prefix, k), Val::Json(v));
     });
     if let Some(v) = event_type.filter(|_| !has_type) {
@@ -260,10 +259,16 @@ mod tests {
         extra(
             r#"{"event_id":"e1","source_type":"EXPORT_ACTOR","event_data":{"state":"ALIVE","pid":5}}"#,
             "export_event",
+            &|_| false,
             &mut f,
         );
-        extra(r#"{"label":"RAY_WORKER_FAILURE","source":"RAYLET"}"#, "event", &mut f);
-        extra(r#"{"event_type":"TASK","state":"RUNNING","source":"node_manager.cc:77"}"#, "ray_event", &mut f);
+        extra(r#"{"label":"RAY_WORKER_FAILURE","source":"RAYLET"}"#, "event", &|_| false, &mut f);
+        extra(
+            r#"{"event_type":"TASK","state":"RUNNING","source":"node_manager.cc:77"}"#,
+            "ray_event",
+            &|_| false,
+            &mut f,
+        );
         assert_eq!(
             got,
             [
@@ -281,6 +286,15 @@ mod tests {
                 "code.lineno=77",
             ]
         );
+    }
+
+    #[test]
+    fn a_field_named_like_a_sent_attribute_goes_under_ray_fields() {
+        let mut got = Vec::new();
+        let mut f = |k: Key<'_>, v: Val<'_>| got.push(format!("{}{}={}", k.0, k.1, render(v)));
+        let fields = r#"{"node_id":"'3a29')","job_id":"x"}"#;
+        extra(fields, "ray_client_server", &|k| k == "node_id", &mut f);
+        assert_eq!(got, ["ray.fields.node_id=\"'3a29')\"", "ray.job_id=\"x\""]);
     }
 
     fn render(v: Val<'_>) -> String {
