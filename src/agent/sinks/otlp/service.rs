@@ -101,8 +101,10 @@ impl OtlpSink {
                     todo.extend([b.to_vec(), a.to_vec()]);
                 }
                 Err(e) => {
-                    if requests == 1 {
-                        // The whole send failed as one: the caller retries it as such.
+                    // Nothing sent yet: the caller retries the whole send as such. A
+                    // refusal for good of the first of several requests says nothing
+                    // of the others, so it is settled here.
+                    if requests == 1 && (todo.is_empty() || !matches!(e, SendError::Permanent(_))) {
                         return Err(e);
                     }
                     let (why, wait) = match e {

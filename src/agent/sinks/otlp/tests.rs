@@ -303,3 +303,23 @@ async fn a_large_batch_is_cut_into_requests_under_the_size_bound() {
         assert!(s.got.len() >= 3000 * 400 / (64 << 10) * (round + 1), "{} requests", s.got.len());
     }
 }
+
+/// A refusal for good of one request of a cut batch dead-letters that request's
+/// records only; the others are sent and stored.
+#[tokio::test]
+async fn a_refusal_of_one_request_of_several_takes_only_its_records() {
+    let rx = Receiver::start().await;
+    let b = raylet_batch(3000);
+    let mut sink = rx.sink("max_request_bytes = \"64KiB\"\ncompression = \"none\"");
+    sink.send(&b, None).await.unwrap();
+    let first = rx.state.lock().unwrap().got.len();
+    rx.script([Answer(422, "text/plain", b"no".to_vec(), None)]);
+    let (d, _) = sink.send(&b, None).await.unwrap();
+    let s = rx.state.lock().unwrap();
+    let refused = s.got[first].req.records.len();
+    assert!(refused > 0 && refused < 3000, "{refused}");
+    assert_eq!(d.rejected.len(), refused, "only the refused request's records");
+    assert!(d.rejected.iter().all(|r| r.2.contains("422")));
+    let stored: usize = s.got[first + 1..].iter().map(|g| g.req.records.len()).sum();
+    assert_eq!(stored + refused, 3000);
+}
