@@ -161,13 +161,18 @@ pub fn index_name(pattern: &str, day: i64) -> String {
 
 /// Appends `v` as 32 lowercase hex digits: the document `_id`.
 pub fn push_hex128(out: &mut Vec<u8>, v: u128) {
+    out.extend_from_slice(hex128(&mut [0; 32], v).as_bytes());
+}
+
+/// `v` as 32 lowercase hex digits, in `buf` (OTLP's `log.record.uid` too).
+pub fn hex128(buf: &mut [u8; 32], v: u128) -> &str {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 32];
     for (pair, b) in buf.chunks_exact_mut(2).zip(v.to_be_bytes()) {
         pair[0] = HEX[(b >> 4) as usize];
         pair[1] = HEX[(b & 0xf) as usize];
     }
-    out.extend_from_slice(&buf);
+    // Hex digits are ASCII.
+    std::str::from_utf8(buf).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use raylog_parsers::json::Value;
 use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
 use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
+pub use crate::agent::sinks::elasticsearch::encode::hex128;
 use crate::agent::sinks::pb;
 
 /// The scope every record is sent under.
@@ -229,17 +230,6 @@ fn pb_varint_attr(raw: &mut Vec<u8>, field: u8, k: Key<'_>, tag: u8, n: u64) {
     k.write(raw);
     raw.extend_from_slice(&[2 << 3 | pb::LEN, any as u8, tag << 3 | pb::VARINT]);
     pb::varint(raw, n);
-}
-
-/// `v` as 32 lowercase hex digits, in `buf`.
-pub fn hex128(buf: &mut [u8; 32], v: u128) -> &str {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (pair, b) in buf.chunks_exact_mut(2).zip(v.to_be_bytes()) {
-        pair[0] = HEX[(b >> 4) as usize];
-        pair[1] = HEX[(b & 0xf) as usize];
-    }
-    // Hex digits are ASCII.
-    std::str::from_utf8(buf).unwrap_or_default()
 }
 
 /// The body of an `AnyValue`.
