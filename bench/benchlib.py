@@ -68,10 +68,12 @@ def sink_toml(kind, port, old=False):
     # the pace. And a corpus generated without --start is dated 2026-01-15: older
     # than Loki takes, so the sink would dead-letter it unsent; this receiver takes it.
     age = "max_bytes_per_second = 0\n" + ('reject_old_after = "3650d"\n' if old else "")
+    # Nor any stream sharding to stay under: no per-stream pace either.
+    streams = "max_stream_bytes_per_second = 0\n"
     if kind == "loki":
-        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\n%s' % (url, age)
+        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\n%s%s' % (url, age, streams)
     if kind == "loki-json":
-        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\nencoding = "json"\n%s' % (url, age)
+        return '[[sinks]]\ntype = "loki"\nendpoint = "%s"\nencoding = "json"\n%s%s' % (url, age, streams)
     if kind in OTLP_KINDS:
         # No pacing and no age limits to lift: the OTLP sink has neither.
         return '[[sinks]]\ntype = "otlp"\nendpoint = "%s"\n%s' % (

@@ -54,7 +54,7 @@ def config(tmp, paths, port, extra=""):
     with open(cfg, "w") as f:
         f.write('[source]\npaths = %s\nstate_dir = "%s"\n%s\n[api]\naddress = ""\n'
                 '[[sinks]]\ntype = "loki"\nendpoint = "http://127.0.0.1:%d"\nmax_bytes_per_second = 0\n'
-                'reject_old_after = "3650d"\n' % (json.dumps(paths), os.path.join(tmp, "state"), extra, port))
+                'max_stream_bytes_per_second = 0\nreject_old_after = "3650d"\n' % (json.dumps(paths), os.path.join(tmp, "state"), extra, port))
     return cfg
 
 

@@ -175,6 +175,23 @@ impl RealLoki {
         }
     }
 
+    /// The streams Loki split by its automatic stream sharding (the series with a
+    /// `__stream_shard__` label): an entry sent again may land in another shard and
+    /// be stored twice, so a shipper must keep each stream under the shard rate.
+    pub fn sharded_streams(&self) -> Vec<String> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let url = format!(
+            "{}/loki/api/v1/series?match[]={}&start={}&end={}",
+            self.url(),
+            encode("{__stream_shard__=~\".+\"}"),
+            now - 7 * 86_400,
+            now + 600
+        );
+        let body = get(&url).expect("series");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        v["data"].as_array().unwrap_or_else(|| panic!("no data: {body}")).iter().map(|s| s.to_string()).collect()
+    }
+
     /// `loki_discarded_samples_total` by reason.
     pub fn discarded(&self) -> BTreeMap<String, u64> {
         let text = get(&format!("{}/metrics", self.url())).expect("metrics");
@@ -207,17 +224,24 @@ impl RealLoki {
         let mut out: Vec<(i64, String, BTreeMap<String, String>)> = vec![];
         let mut from = 0;
         loop {
-            let page = self.page(selector, from, limit);
+            let mut page = self.page(selector, from, limit);
             let full = page.len() >= limit;
+            // Pages overlap at their boundary time: the next page starts with the
+            // entries of this page's last time again. Those are skipped one for one,
+            // so an entry Loki holds twice still counts twice.
+            page.sort();
+            for seen in out.iter().rev().take_while(|e| e.0 == from) {
+                if let Some(k) = page.iter().position(|e| e == seen) {
+                    page.remove(k);
+                }
+            }
             from = page.iter().map(|e| e.0).max().unwrap_or(from);
             out.extend(page);
             if !full {
                 break;
             }
         }
-        // Pages overlap at their boundary time.
         out.sort();
-        out.dedup();
         out
     }
 

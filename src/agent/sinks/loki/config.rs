@@ -79,6 +79,10 @@ pub struct LokiRaw {
     /// Pace pushes at this rate (bytes before compression). Default `"3MiB"`, under a
     /// stock Loki's `ingestion_rate_mb` (4 MB/s); `0`: unpaced until a 429 says how.
     pub max_bytes_per_second: Option<SizeValue>,
+    /// Pace each stream at this rate (bytes before compression). Default `"1MiB"`,
+    /// under a stock Loki's `shard_streams.desired_rate` (1536KB): a stream Loki
+    /// shards spreads a resent entry over another shard, stored twice. `0`: unpaced.
+    pub max_stream_bytes_per_second: Option<SizeValue>,
 }
 
 /// Wire encoding of a push.
@@ -117,6 +121,7 @@ pub struct LokiConfig {
     pub reject_old_after: std::time::Duration,
     pub reject_future_after: std::time::Duration,
     pub max_bytes_per_second: Option<u64>,
+    pub max_stream_bytes_per_second: Option<u64>,
 }
 
 /// Loki's default `max_line_size`.
@@ -225,6 +230,12 @@ impl LokiRaw {
             p.add(&format!("{key}.max_bytes_per_second"), "must be 0 (unpaced) or at least 1KiB");
         }
         let max_bytes_per_second = (pace > 0).then_some(pace);
+        let stream_key = format!("{key}.max_stream_bytes_per_second");
+        let stream_pace =
+            self.max_stream_bytes_per_second.as_ref().map_or(1 << 20, |v| v.get(&stream_key, 0..=1 << 40, p));
+        if (1..8192).contains(&stream_pace) {
+            p.add(&stream_key, "must be 0 (unpaced) or at least 8KiB");
+        }
         LokiConfig {
             name: self.name.clone().unwrap_or_else(|| "loki".into()),
             push_url: http.url,
@@ -240,6 +251,7 @@ impl LokiRaw {
             reject_old_after,
             reject_future_after,
             max_bytes_per_second,
+            max_stream_bytes_per_second: (stream_pace > 0).then_some(stream_pace),
         }
     }
 

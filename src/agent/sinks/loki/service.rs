@@ -26,7 +26,7 @@ use reqwest::StatusCode;
 
 use super::config::LokiConfig;
 use super::encode::LokiEncoder;
-use super::pace::Pacer;
+use super::pace::{Pacer, StreamPacer};
 use super::refusal::{self, Ignored};
 use crate::agent::batch::Batch;
 use crate::agent::sinks::{retry_after, status_error_after, transport_error, DeadReason, Delivery, SendError};
@@ -43,6 +43,7 @@ pub struct LokiSink {
     /// Boxed: it holds the reusable buffers and keeps `SinkImpl` variants of similar size.
     encoder: Box<LokiEncoder>,
     pacer: Pacer,
+    streams: StreamPacer,
 }
 
 /// How one push request went.
@@ -56,7 +57,12 @@ enum Pushed {
 
 impl LokiSink {
     pub fn new(cfg: LokiConfig) -> LokiSink {
-        LokiSink { encoder: Box::new(LokiEncoder::new(&cfg)), pacer: Pacer::new(cfg.max_bytes_per_second), cfg }
+        LokiSink {
+            encoder: Box::new(LokiEncoder::new(&cfg)),
+            pacer: Pacer::new(cfg.max_bytes_per_second),
+            streams: StreamPacer::new(cfg.max_stream_bytes_per_second),
+            cfg,
+        }
     }
 
     /// Pushes the entries `only` selects (all when `None`). Returns the bytes sent.
@@ -161,10 +167,11 @@ impl LokiSink {
             return Ok(Pushed::Stored(0));
         }
         let bytes = push.body.len();
-        if part.len() > 1 && self.pacer.too_big(push.raw_bytes) {
+        let widest = self.encoder.stream_sizes().map(|s| s.1).max().unwrap_or(0);
+        if part.len() > 1 && (self.pacer.too_big(push.raw_bytes) || self.streams.too_big(widest)) {
             return Ok(Pushed::TooBig);
         }
-        let wait = self.pacer.wait_for(push.raw_bytes);
+        let wait = self.pacer.wait_for(push.raw_bytes).max(self.streams.wait_for(self.encoder.stream_sizes()));
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }

@@ -585,3 +585,41 @@ async fn test_server_refuses_what_loki_refuses() {
     let ready = client.get(format!("{}/ready", server.url())).send().await.unwrap();
     assert_eq!(ready.status(), 200);
 }
+
+#[tokio::test]
+async fn each_stream_is_paced_and_split_under_lokis_shard_rate() {
+    let server = loki::start().await;
+    let node = Arc::new(NodeIdentity::new("node-a".into(), Some("c1".into()), BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let mut corr = Correlator::new();
+    let text: String = (0..80)
+        .map(|i| {
+            format!(
+                "[2026-11-30 09:31:42,{i:03} I 7303 7314] (raylet) node_manager.cc:1: tick {i} {}\n",
+                "x".repeat(60)
+            )
+        })
+        .collect();
+    parse_into(&mut batch, &mut corr, "raylet.out", &text);
+    parse_into(&mut batch, &mut corr, "gcs_server.out", GCS_ERROR);
+    // 8 KiB/s per stream: at most 1 KiB of a stream per push, and about a second
+    // for the raylet stream's ~9 KiB.
+    let edit =
+        |r: &mut LokiRaw| r.max_stream_bytes_per_second = Some(crate::agent::config::values::SizeValue::Bytes(8192));
+    let mut sink = LokiSink::new(config(&server, edit));
+    let start = std::time::Instant::now();
+    let (d, _) = sink.send(&batch, None).await.expect("accepted");
+    assert!(d.retry.is_empty() && d.rejected.is_empty());
+    let took = start.elapsed();
+    assert_eq!(server.entries().len(), 81, "every entry stored once");
+    let reqs = server.requests();
+    assert!(reqs.len() >= 9, "split into pushes of at most 1 KiB per stream: {} requests", reqs.len());
+    assert!(reqs.iter().all(|r| r.entries <= 12), "{:?}", reqs.iter().map(|r| r.entries).collect::<Vec<_>>());
+    assert!(took > std::time::Duration::from_millis(700), "paced: {took:?}");
+    // Unpaced (0), the same batch goes in one push.
+    let server = loki::start().await;
+    let edit =
+        |r: &mut LokiRaw| r.max_stream_bytes_per_second = Some(crate::agent::config::values::SizeValue::Bytes(0));
+    LokiSink::new(config(&server, edit)).send(&batch, None).await.expect("accepted");
+    assert_eq!(server.requests().len(), 1);
+}

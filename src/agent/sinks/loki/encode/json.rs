@@ -13,6 +13,7 @@ impl LokiEncoder {
                 raw.push(b',');
             }
             let run = self.run(slot);
+            let before = raw.len();
             raw.extend_from_slice(b"{\"stream\":{");
             let first = &batch.entries[self.slots[slot].first as usize];
             write_json_labels(&self.labels, &mut self.value, &mut raw, batch, first);
@@ -24,6 +25,7 @@ impl LokiEncoder {
                 self.write_json_value(&mut raw, &mut long_line, batch, &batch.entries[i as usize], ts);
             }
             raw.extend_from_slice(b"]}");
+            self.slots[slot].bytes = (raw.len() - before) as u32;
         }
         raw.extend_from_slice(b"]}");
         self.raw = raw;

@@ -189,6 +189,10 @@ struct Slot {
     first: u32,
     /// Next slot with the same label hash (`u32::MAX`: none).
     next: u32,
+    /// The hash of its label string.
+    hash: u64,
+    /// Its bytes in the last body written, before compression.
+    bytes: u32,
 }
 
 /// Turns batches into push bodies; holds the compiled config and reusable buffers.
@@ -391,7 +395,7 @@ impl LokiEncoder {
         let labels = (self.arena.len() as u32, self.key.len() as u32);
         self.arena.extend_from_slice(&self.key);
         let new = self.slots.len() as u32;
-        self.slots.push(Slot { labels, first: i, next: head });
+        self.slots.push(Slot { labels, first: i, next: head, hash: h, bytes: 0 });
         self.index.insert(h, new);
         new
     }
@@ -416,6 +420,12 @@ impl LokiEncoder {
             &self.arena[start as usize..(start + len) as usize] == labels.as_bytes()
         })?;
         Some(self.order[self.run(slot)].iter().map(|o| o.2).collect())
+    }
+
+    /// Each stream of the last push: the hash of its labels and its bytes before
+    /// compression (what Loki's stream rate counts, and a little more).
+    pub fn stream_sizes(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.slots.iter().map(|s| (s.hash, s.bytes as usize))
     }
 
     /// The times the entries of the last push were sent with, by entry index.

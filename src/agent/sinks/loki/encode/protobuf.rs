@@ -9,10 +9,11 @@ impl LokiEncoder {
     pub(super) fn write_protobuf(&mut self, batch: &Batch) {
         let mut raw = std::mem::take(&mut self.raw);
         let mut long_line = std::mem::take(&mut self.long_line);
-        for (slot, s) in self.slots.iter().enumerate() {
+        for slot in 0..self.slots.len() {
             let run = self.run(slot);
-            let (start, len) = s.labels;
+            let (start, len) = self.slots[slot].labels;
             let labels = &self.arena[start as usize..(start + len) as usize];
+            let before = raw.len();
             // Streams of 16 KiB to 2 MiB take a 3-byte length.
             pb::nested(&mut raw, 1, 3, |raw| {
                 pb::str_field(raw, 1, labels);
@@ -20,6 +21,7 @@ impl LokiEncoder {
                     self.write_entry(raw, &mut long_line, batch, &batch.entries[i as usize], ts);
                 }
             });
+            self.slots[slot].bytes = (raw.len() - before) as u32;
         }
         self.raw = raw;
         self.long_line = long_line;
