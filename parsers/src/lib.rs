@@ -20,6 +20,7 @@
 pub mod assemble;
 pub mod classify;
 pub mod correlate;
+pub mod event_stats;
 pub mod formats;
 pub mod id;
 pub mod ids_in_text;

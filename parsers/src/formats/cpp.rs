@@ -4,9 +4,11 @@
 //! The `(component)` part is absent in core-worker logs. Context pairs that Ray 2.4x+
 //! appends to the first line become ids or `fields`; ids that older Ray writes in
 //! prose are picked up by the word before them. Continuation lines (state dumps,
-//! `*** StackTrace Information ***`) stay in the message.
+//! `*** StackTrace Information ***`) stay in the message; an `Event stats:` block
+//! among them is also read into fields ([`crate::event_stats`]).
 
 use super::{Draft, ParseCtx};
+use crate::event_stats;
 use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::{FieldValue, Level};
 use crate::time::parse_civil;
@@ -24,7 +26,7 @@ pub fn header_time(line: &[u8], zone: &crate::time::Zone) -> Option<crate::time:
 }
 
 /// Parses one C++ record. Returns false when the header is malformed.
-pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
+pub fn parse<'a>(text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     let b = text.as_bytes();
     let Some((civil, n)) = parse_civil(&b[1..]) else {
         return false;
@@ -68,7 +70,26 @@ pub fn parse<'a>(text: &'a str, cx: &ParseCtx<'_>, d: &mut Draft<'a>) -> bool {
     let first = &rest[msg_start..first_end];
     let pairs_at = trailing_pairs(first, |k, v| d.put_pair(k, v.trim_end_matches(',')));
     scan_prose(&first[..pairs_at], &mut d.ids);
+    // Only a multi-line record can hold a block (rare: one a minute per process).
+    if first_end < rest.len() && memchr::memmem::find(d.message.as_bytes(), b"Event stats:").is_some() {
+        read_event_stats(scratch, d);
+    }
     true
+}
+
+/// The fields of the `Event stats:` blocks in `d.message`, written into `scratch`.
+fn read_event_stats<'a>(scratch: &'a mut String, d: &mut Draft<'a>) {
+    let blocks = event_stats::parse(d.message);
+    if blocks.is_empty() {
+        return;
+    }
+    scratch.clear();
+    let mut spans = Vec::with_capacity(12);
+    event_stats::fields(&blocks, scratch, |key, range| spans.push((key, range)));
+    let text: &'a String = scratch;
+    for (key, range) in spans {
+        d.fields.push(key, FieldValue::Json(&text[range]));
+    }
 }
 
 /// Splits `file.ext:N: ` off the start of a message.
@@ -97,7 +118,8 @@ mod tests {
     fn run(text: &str) -> Draft<'_> {
         let cx = ParseCtx { zone: &Zone::Utc, kind: FileKind::Cpp };
         let mut d = Draft::default();
-        assert!(parse(text, &cx, &mut d), "{text}");
+        let scratch = Box::leak(Box::default());
+        assert!(parse(text, scratch, &cx, &mut d), "{text}");
         d
     }
 
@@ -130,7 +152,7 @@ mod tests {
             "[2026-11-30 09:05:37,813 I 1 1 no bracket",
             "[2026-99-30 09:05:37,813 I 1 1] x",
         ] {
-            assert!(!parse(bad, &cx, &mut Draft::default()), "{bad}");
+            assert!(!parse(bad, &mut String::new(), &cx, &mut Draft::default()), "{bad}");
         }
     }
 }

@@ -205,7 +205,7 @@ pub struct ParseCtx<'s> {
 /// message has to be unescaped (JSON), and `d.message` may then point into it.
 pub fn parse<'a>(fmt: LineFormat, text: &'a str, scratch: &'a mut String, cx: &ParseCtx<'_>, d: &mut Draft<'a>) {
     let ok = match fmt {
-        LineFormat::Cpp => cpp::parse(text, cx, d),
+        LineFormat::Cpp => cpp::parse(text, scratch, cx, d),
         LineFormat::Python => python::parse(text, cx, d),
         LineFormat::Serve => serve::parse(text, cx, d),
         LineFormat::JsonLog => json_log::parse(text, scratch, cx, d),
