@@ -70,6 +70,8 @@ pub struct Metrics {
     pub sinks: Vec<SinkMetrics>,
     /// What the records read say about Ray (see [`crate::agent::ray_metrics`]).
     pub ray: crate::agent::ray_metrics::RayMetrics,
+    /// Ray's handler timings (see [`crate::agent::ray_latency`]).
+    pub latency: crate::agent::ray_latency::RayLatency,
     pub events: crate::agent::events::EventMetrics,
 }
 
@@ -130,6 +132,7 @@ impl Metrics {
         );
         self.render_sinks(&mut s);
         self.ray.render(&mut s);
+        self.latency.render(&mut s);
         self.events.render(&mut s);
         s
     }

@@ -23,6 +23,7 @@ pub mod events;
 pub mod fnv;
 pub mod metrics;
 pub mod pipeline;
+pub mod ray_latency;
 pub mod ray_metrics;
 pub mod run;
 pub mod sinks;

@@ -204,6 +204,7 @@ impl RayCounter {
     /// Counts into `metrics.ray`, labelled with the agent's `node` name.
     pub fn new(metrics: Arc<Metrics>, node: &str) -> RayCounter {
         let _ = metrics.ray.node.set(node.into());
+        metrics.latency.set_node(node);
         RayCounter {
             metrics,
             components: Interner::default(),
@@ -221,6 +222,10 @@ impl RayCounter {
     pub fn count(&mut self, comp: usize, r: &Record<'_>) {
         let m = &self.metrics.ray;
         m.records.counts[comp * LEVELS.len() + level_index(r.level)].fetch_add(1, Relaxed);
+        // Only a multi-line record can hold an `Event stats:` block.
+        if r.lines > 1 {
+            self.metrics.latency.observe(r);
+        }
         let Some(ev) = detect(r) else { return };
         if !ev.counts_once() {
             return;

@@ -1,0 +1,230 @@
+//! GCS, raylet and core-worker latency from Ray's own `Event stats:` blocks
+//! (issue #25, part 2): per-handler call counts, execution and queueing seconds as
+//! counters, and each io_context's event-loop lag as a gauge, on `/metrics`.
+//!
+//! Ray prints each block's totals cumulative since the process started, so a
+//! counter grows by the difference between consecutive blocks of one process (pid,
+//! io_context, handler). A process's first block counts whole (its totals are since
+//! its start), and so does a block whose totals went down (the same pid reused):
+//! a restart starts a new base and never makes a counter go backwards. Summed over
+//! processes, a counter is then each process's latest total.
+//!
+//! The lag gauge is `event_loop_lag_probe`'s mean queueing time over the last
+//! interval (the difference of its totals between the last two blocks of the
+//! process), or the block's printed mean for a process's first block: Ray's printed
+//! mean is since the start and hides a loop that has just become slow.
+//!
+//! Blocks are rare (one a minute per process), so the state sits behind a mutex.
+//! Labels stay bounded: the first [`HANDLERS`] handler names of a component keep
+//! their name, later ones count as `other`; components past [`COMPONENTS`] as
+//! `other`. Bases are kept for the last [`PROCESSES`] processes seen.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write;
+use std::sync::{Mutex, MutexGuard};
+
+use raylog_parsers::event_stats::{self, Block};
+use raylog_parsers::Record;
+
+/// Distinct handler names per component; the rest are `other`.
+pub const HANDLERS: usize = 64;
+/// Distinct components; the rest are `other`.
+pub const COMPONENTS: usize = 16;
+/// Processes whose last totals are remembered.
+pub const PROCESSES: usize = 4096;
+
+const LAG_PROBE: &str = "event_loop_lag_probe";
+
+/// (component, io_context, handler).
+type SeriesKey = (String, String, String);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Sums {
+    calls: u64,
+    execution_s: f64,
+    queueing_s: f64,
+}
+
+#[derive(Debug, Default)]
+struct Process {
+    /// Last block number that touched it (for eviction).
+    seen: u64,
+    /// (io_context, handler) → its totals in the last block.
+    last: HashMap<(String, String), Sums>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    node: String,
+    series: BTreeMap<SeriesKey, Sums>,
+    /// (component, io_context) → seconds.
+    lag: BTreeMap<(String, String), f64>,
+    handlers: HashMap<String, HashSet<String>>,
+    processes: HashMap<(String, u32), Process>,
+    blocks: u64,
+}
+
+/// The counters and gauges, shared with the `/metrics` handler.
+#[derive(Debug, Default)]
+pub struct RayLatency {
+    state: Mutex<State>,
+}
+
+impl RayLatency {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Labels every series with the agent's node name.
+    pub fn set_node(&self, node: &str) {
+        node.clone_into(&mut self.lock().node);
+    }
+
+    /// Counts the blocks of record `r`, if it holds any (the parser then gave it an
+    /// `io_context` field).
+    pub fn observe(&self, r: &Record<'_>) {
+        if r.fields.get("io_context").is_none() {
+            return;
+        }
+        let blocks = event_stats::parse(r.message);
+        let mut st = self.lock();
+        let component = st.component(r.component());
+        for b in &blocks {
+            st.observe_block(&component, r.pid.unwrap_or(0), b);
+        }
+    }
+
+    /// Appends the Prometheus text exposition.
+    pub fn render(&self, s: &mut String) {
+        let st = self.lock();
+        let node = escape(&st.node);
+        type Get = fn(&Sums) -> String;
+        let counters: [(&str, &str, Get); 3] = [
+            (
+                "raylog_ray_handler_calls_total",
+                "Calls of each Ray event-loop handler (Ray's Event stats: blocks).",
+                |s| s.calls.to_string(),
+            ),
+            ("raylog_ray_handler_execution_seconds_total", "Seconds Ray's event-loop handlers spent executing.", |s| {
+                fmt_f64(s.execution_s)
+            }),
+            (
+                "raylog_ray_handler_queueing_seconds_total",
+                "Seconds Ray's event-loop handlers waited in their loop's queue before running.",
+                |s| fmt_f64(s.queueing_s),
+            ),
+        ];
+        for (name, help, get) in counters {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+            for ((c, io, h), sums) in &st.series {
+                let (c, io, h) = (escape(c), escape(io), escape(h));
+                let v = get(sums);
+                let _ =
+                    writeln!(s, "{name}{{node=\"{node}\",component=\"{c}\",io_context=\"{io}\",handler=\"{h}\"}} {v}");
+            }
+        }
+        let name = "raylog_ray_event_loop_lag_seconds";
+        let _ = writeln!(
+            s,
+            "# HELP {name} Mean queueing time of Ray's event_loop_lag_probe over the last Event stats: interval.\n# TYPE {name} gauge"
+        );
+        for ((c, io), v) in &st.lag {
+            let (c, io) = (escape(c), escape(io));
+            let _ = writeln!(s, "{name}{{node=\"{node}\",component=\"{c}\",io_context=\"{io}\"}} {}", fmt_f64(*v));
+        }
+    }
+}
+
+impl State {
+    fn component(&mut self, c: &str) -> String {
+        if self.handlers.contains_key(c) || self.handlers.len() < COMPONENTS {
+            self.handlers.entry(c.to_string()).or_default();
+            c.to_string()
+        } else {
+            "other".to_string()
+        }
+    }
+
+    fn handler_label(&mut self, component: &str, h: &str) -> String {
+        let names = self.handlers.entry(component.to_string()).or_default();
+        if names.contains(h) || names.len() < HANDLERS {
+            names.insert(h.to_string());
+            h.to_string()
+        } else {
+            "other".to_string()
+        }
+    }
+
+    fn observe_block(&mut self, component: &str, pid: u32, b: &Block<'_>) {
+        self.blocks += 1;
+        let seen = self.blocks;
+        self.evict();
+        let proc = self.processes.entry((component.to_string(), pid)).or_default();
+        proc.seen = seen;
+        let mut deltas = Vec::with_capacity(b.handlers.len());
+        let mut lag = None;
+        for h in &b.handlers {
+            let now = Sums {
+                calls: h.total,
+                execution_s: h.times.execution_total.unwrap_or(0.0),
+                queueing_s: h.times.queueing_total.unwrap_or(0.0),
+            };
+            let key = (b.io_context.to_string(), h.name.to_string());
+            let before = proc.last.insert(key, now);
+            // A first block, or totals gone down (a restart under the same pid),
+            // count from zero.
+            let base = before.filter(|p| p.calls <= now.calls).unwrap_or_default();
+            let d = Sums {
+                calls: now.calls - base.calls,
+                execution_s: (now.execution_s - base.execution_s).max(0.0),
+                queueing_s: (now.queueing_s - base.queueing_s).max(0.0),
+            };
+            if h.name == LAG_PROBE {
+                lag = match before {
+                    Some(_) if d.calls > 0 => Some(d.queueing_s / d.calls as f64),
+                    Some(_) => None,
+                    None => h.times.queueing_mean,
+                };
+            }
+            deltas.push((h.name, d));
+        }
+        for (name, d) in deltas {
+            let label = self.handler_label(component, name);
+            let s = self.series.entry((component.to_string(), b.io_context.to_string(), label)).or_default();
+            s.calls += d.calls;
+            s.execution_s += d.execution_s;
+            s.queueing_s += d.queueing_s;
+        }
+        if let Some(l) = lag {
+            self.lag.insert((component.to_string(), b.io_context.to_string()), l);
+        }
+    }
+
+    /// Drops the least recently seen process when over [`PROCESSES`].
+    fn evict(&mut self) {
+        if self.processes.len() < PROCESSES {
+            return;
+        }
+        if let Some(oldest) = self.processes.iter().min_by_key(|(_, p)| p.seen).map(|(k, _)| k.clone()) {
+            self.processes.remove(&oldest);
+        }
+    }
+}
+
+/// Seconds with up to 9 decimals, no exponent.
+fn fmt_f64(v: f64) -> String {
+    let s = format!("{v:.9}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() {
+        "0".into()
+    } else {
+        s.into()
+    }
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests;
