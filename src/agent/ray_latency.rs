@@ -14,6 +14,10 @@
 //! process), or the block's printed mean for a process's first block: Ray's printed
 //! mean is since the start and hides a loop that has just become slow.
 //!
+//! `raylog_ray_nodes_alive` counts the nodes GCS registered (`Finished registering
+//! node info`) and has not removed since (the removals `raylog health` counts), on
+//! the agent that reads GCS's log; it is absent on the others.
+//!
 //! Blocks are rare (one a minute per process), so the state sits behind a mutex.
 //! Labels stay bounded: the first [`HANDLERS`] handler names of a component keep
 //! their name, later ones count as `other`; components past [`COMPONENTS`] as
@@ -24,7 +28,7 @@ use std::fmt::Write;
 use std::sync::{Mutex, MutexGuard};
 
 use raylog_parsers::event_stats::{self, Block};
-use raylog_parsers::Record;
+use raylog_parsers::{Id, Record};
 
 /// Distinct handler names per component; the rest are `other`.
 pub const HANDLERS: usize = 64;
@@ -62,6 +66,8 @@ struct State {
     handlers: HashMap<String, HashSet<String>>,
     processes: HashMap<(String, u32), Process>,
     blocks: u64,
+    /// Nodes registered with GCS and not removed; `None` until GCS's log is read.
+    alive: Option<HashSet<Id>>,
 }
 
 /// The counters and gauges, shared with the `/metrics` handler.
@@ -94,9 +100,31 @@ impl RayLatency {
         }
     }
 
+    /// A node GCS registered (`Finished registering node info`).
+    pub fn node_registered(&self, node: Id) {
+        self.lock().alive.get_or_insert_with(HashSet::new).insert(node);
+    }
+
+    /// A node GCS removed.
+    pub fn node_removed(&self, node: Option<Id>) {
+        let mut st = self.lock();
+        let alive = st.alive.get_or_insert_with(HashSet::new);
+        if let Some(n) = node {
+            alive.remove(&n);
+        }
+    }
+
     /// Appends the Prometheus text exposition.
     pub fn render(&self, s: &mut String) {
         let st = self.lock();
+        if let Some(alive) = &st.alive {
+            let name = "raylog_ray_nodes_alive";
+            let _ = writeln!(
+                s,
+                "# HELP {name} Nodes GCS registered and has not removed (GCS's log).\n# TYPE {name} gauge\n{name} {}",
+                alive.len()
+            );
+        }
         let node = escape(&st.node);
         type Get = fn(&Sums) -> String;
         let counters: [(&str, &str, Get); 3] = [

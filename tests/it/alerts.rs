@@ -27,6 +27,12 @@ const RAY_METRICS: &[&str] = &[
     "raylog_ray_gcs_health_failures_total",
     "raylog_ray_task_failures_total",
     "raylog_ray_records_total",
+    // Issue #25: from Ray's Event stats: blocks and node liveness.
+    "raylog_ray_handler_calls_total",
+    "raylog_ray_handler_execution_seconds_total",
+    "raylog_ray_handler_queueing_seconds_total",
+    "raylog_ray_event_loop_lag_seconds",
+    "raylog_ray_nodes_alive",
 ];
 
 fn examples() -> PathBuf {
@@ -71,11 +77,28 @@ fn prometheus_rules_parse_and_name_only_exported_metrics() {
     assert_eq!(object["spec"]["groups"], plain["groups"], "the PrometheusRule must hold the plain file's groups");
 
     let mut known = own_metrics();
+    let src =
+        |f: &str| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent").join(f)).unwrap();
+    let ray_src = src("ray_metrics.rs") + &src("ray_latency.rs");
+    for m in RAY_METRICS {
+        assert!(ray_src.contains(&format!("\"{m}\"")), "{m} is rendered by neither ray_metrics.rs nor ray_latency.rs");
+    }
     known.extend(RAY_METRICS.iter().map(|s| s.to_string()));
     let metric = Regex::new(r"\braylog_[a-z_]+").unwrap();
     let all = rules(&plain["groups"]);
     let alerts: BTreeSet<&str> = all.iter().map(|(_, a, _)| a.as_str()).collect();
-    for need in ["RayOOMKills", "RayWorkerDeaths", "RayNodeDeath", "RayGcsHealthFailures", "RayErrorRateSpike"] {
+    for need in [
+        "RayOOMKills",
+        "RayWorkerDeaths",
+        "RayNodeDeath",
+        "RayGcsHealthFailures",
+        "RayErrorRateSpike",
+        "RayGcsEventLoopLag",
+        "RayGcsHandlerSlower",
+        "RayRayletLagRising",
+        "RayGcsLagHeadingForOneSecond",
+        "RayLiveNodesDropping",
+    ] {
         assert!(alerts.contains(need), "no {need}: {alerts:?}");
     }
     let mut used = BTreeSet::new();

@@ -115,3 +115,54 @@ fn sentinels_are_no_numbers_and_untouched_handlers_keep_zero() {
     assert_eq!(value(&m, &format!("raylog_ray_handler_queueing_seconds_total{pulled}")), 0.0);
     assert!(!m.contains("9223372036"), "{m}");
 }
+
+/// Feeds one fixture file through a counter; returns the `/metrics` text.
+fn metrics_of_fixture(run: &str, name: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(run);
+    let session =
+        std::fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().starts_with("session_"));
+    let text = std::fs::read(session.unwrap().path().join("logs").join(name)).unwrap();
+    let metrics = Arc::new(Metrics::new(&[]));
+    let mut counter = RayCounter::new(metrics.clone(), "node-a");
+    let meta = classify(name, None);
+    let comp = counter.component(&meta.component);
+    let mut p = FileParser::new(meta, None, None);
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    p.push(&text, &mut corr, &opts, &mut |r| counter.count(comp, r));
+    p.finish(&mut corr, &opts, &mut |r| counter.count(comp, r));
+    metrics.render()
+}
+
+#[test]
+fn live_nodes_follow_what_gcs_tells_the_raylet() {
+    // Each run's raylet hears of its one node coming up, in the three versions' words.
+    for run in ["ray-2.9-plain", "ray-2.40-text", "ray-2.60-text"] {
+        let m = metrics_of_fixture(run, "raylet.out");
+        assert_eq!(value(&m, "raylog_ray_nodes_alive"), 1.0, "{run}");
+    }
+    // GCS registers the node, then removes it at `ray stop`.
+    for run in ["ray-2.9-plain", "ray-2.40-text"] {
+        let m = metrics_of_fixture(run, "gcs_server.out");
+        assert_eq!(value(&m, "raylog_ray_nodes_alive"), 0.0, "{run}: registered, then removed");
+    }
+    // No word about nodes (a worker's stdout): no gauge at all.
+    let m = metrics_of("");
+    assert!(!m.contains("raylog_ray_nodes_alive"), "{m}");
+}
+
+#[test]
+fn a_real_gcs_log_counts_its_handlers() {
+    // Ray 2.60's GCS prints a block per io_context; the latest Main service block's
+    // GcsInMemoryStore.Put total is what the counter ends at (one GCS process).
+    let run = "ray-2.60-text";
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(run);
+    let session =
+        std::fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().starts_with("session_"));
+    let text = std::fs::read_to_string(session.unwrap().path().join("logs/gcs_server.out")).unwrap();
+    let last = text.split("Main service Event stats:").last().unwrap();
+    let line = last.lines().find(|l| l.starts_with("\tGcsInMemoryStore.Put - ")).expect("a Put line");
+    let want: f64 = line["\tGcsInMemoryStore.Put - ".len()..].split(' ').next().unwrap().parse().unwrap();
+    let m = metrics_of_fixture(run, "gcs_server.out");
+    assert_eq!(value(&m, &format!("raylog_ray_handler_calls_total{PUT}")), want);
+    assert!(value(&m, LAG) >= 0.0);
+}
