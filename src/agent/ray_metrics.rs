@@ -226,7 +226,7 @@ impl RayCounter {
         if r.lines > 1 {
             self.metrics.latency.observe(r);
         }
-        match node_liveness(r) {
+        match crate::health::latency::node_liveness(r) {
             Some((true, n)) => self.metrics.latency.node_registered(n),
             Some((false, n)) => self.metrics.latency.node_removed(Some(n)),
             None => {}
@@ -263,26 +263,6 @@ impl RayCounter {
             Event::DriverExit(_) | Event::Spill(_) => {}
         }
     }
-}
-
-/// A node coming or going, as GCS registers it (`Finished registering node info`)
-/// or as GCS tells every raylet (`Received [address and liveness] notification for
-/// node, IsAlive = 1 node_id=<hex>`; Ray 2.9: `… for node id = <hex>, IsAlive = 1`).
-fn node_liveness(r: &Record<'_>) -> Option<(bool, raylog_parsers::Id)> {
-    let m = r.message;
-    let alive = if m.starts_with("Finished registering node info") {
-        true
-    } else if m.starts_with("Received ") && r.component() == "raylet" {
-        let at = m.find("IsAlive = ")? + "IsAlive = ".len();
-        m.as_bytes().get(at)? == &b'1'
-    } else {
-        return None;
-    };
-    let id = r.ids.node_id.or_else(|| {
-        let at = m.find("node id = ")? + "node id = ".len();
-        raylog_parsers::Id::parse(m[at..].split([',', ' ']).next()?.as_bytes())
-    })?;
-    Some((alive, id))
 }
 
 #[cfg(test)]

@@ -7,9 +7,11 @@
 //! per record to count them, `raylog health` feeds every record of an archive to a
 //! [`report::Collector`] which merges, groups and counts them, and [`text`] or
 //! serde (JSON) print the [`report::Report`]. [`template`] turns ERROR messages into
-//! groupable templates for `top_errors`.
+//! groupable templates for `top_errors`. [`latency`] reads GCS's and the raylets'
+//! `Event stats:` blocks into the report's `latency` section.
 
 pub mod detect;
+pub mod latency;
 pub mod ray_event;
 pub mod report;
 pub mod template;

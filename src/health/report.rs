@@ -203,6 +203,8 @@ pub struct Report {
     pub object_spilling: Spilling,
     /// ERROR and FATAL records seen (what `top_errors` groups).
     pub error_records: u64,
+    /// GCS's and the raylets' handler timings and lag, and the live nodes.
+    pub latency: super::latency::Latency,
 }
 
 struct ActorFact {
@@ -238,6 +240,7 @@ pub struct Collector {
     names: HashMap<Id, String>,
     templates: HashMap<String, TemplateAcc>,
     errors: u64,
+    latency: super::latency::Collector,
 }
 
 impl Collector {
@@ -249,6 +252,10 @@ impl Collector {
         }
         if let Some(ev) = detect(r) {
             self.record(r, ev);
+        }
+        self.latency.observe(r);
+        if let Some((alive, node)) = super::latency::node_liveness(r) {
+            self.latency.node(node, alive, r.timestamp);
         }
     }
 
@@ -275,13 +282,18 @@ impl Collector {
                 detail: crate::trace::facts::short(k.detail, 200),
             }),
             Event::ActorFailure(fail) => self.actors.push(ActorFact { time: t, fail }),
-            Event::NodeDeath(n) => self.nodes.push(NodeDeathRow {
-                node_id: id(n.node_id),
-                time: time(t),
-                reason: n.reason.map(str::to_string),
-                message: n.message.map(str::to_string),
-                expected: n.reason.map(|_| n.expected()),
-            }),
+            Event::NodeDeath(n) => {
+                if let (Some(node), false) = (n.node_id, n.from_event) {
+                    self.latency.node(node, false, t);
+                }
+                self.nodes.push(NodeDeathRow {
+                    node_id: id(n.node_id),
+                    time: time(t),
+                    reason: n.reason.map(str::to_string),
+                    message: n.message.map(str::to_string),
+                    expected: n.reason.map(|_| n.expected()),
+                })
+            }
             Event::GcsHealth(h) => self.gcs.push(GcsHealthRow {
                 time: time(t),
                 kind: h.kind.as_str(),
@@ -399,6 +411,7 @@ impl Collector {
                 ..std::mem::take(&mut self.spill)
             },
             error_records: self.errors,
+            latency: std::mem::take(&mut self.latency).finish(),
         }
     }
 

@@ -6,6 +6,7 @@
 
 use std::fmt::Write;
 
+use super::latency::HandlerRow;
 use super::report::Report;
 
 fn short_id(id: &Option<String>) -> String {
@@ -31,6 +32,7 @@ pub fn render(r: &Report) -> String {
     tasks(&mut s, r);
     drivers(&mut s, r);
     spilling(&mut s, r);
+    latency(&mut s, r);
     errors(&mut s, r);
     s
 }
@@ -172,5 +174,58 @@ fn spilling(s: &mut String, r: &Report) {
     let sp = &r.object_spilling;
     if sp.events > 0 {
         let _ = writeln!(s, "Object spilling: {} spills, {:.0} MiB, {} objects", sp.events, sp.mib, sp.objects);
+    }
+}
+
+/// Seconds as the unit Ray would print them in.
+fn dur(v: f64) -> String {
+    match v {
+        v if v >= 1.0 => format!("{v:.2}s"),
+        v if v >= 1e-3 => format!("{:.2}ms", v * 1e3),
+        v => format!("{:.0}us", v * 1e6),
+    }
+}
+
+fn latency(s: &mut String, r: &Report) {
+    let l = &r.latency;
+    if !l.processes.is_empty() {
+        let _ = writeln!(s, "GCS and raylet latency (Ray's Event stats: blocks):");
+    }
+    // Each process's main io_context in full; its others in one line, by lag.
+    for p in l.processes.iter().filter(|p| p.io_context == "Main service") {
+        let pid = p.pid.map_or(String::new(), |p| format!(" pid {p}"));
+        let rate = p.calls_per_second.map_or(String::new(), |c| format!(", {c:.1} calls/s"));
+        let lag = p
+            .lag
+            .as_ref()
+            .map_or(String::new(), |g| format!(", lag {} -> {} (max {})", dur(g.first_s), dur(g.last_s), dur(g.max_s)));
+        let blocks = plural(p.blocks, "block", "blocks");
+        let _ = writeln!(s, "  {}{pid}: {blocks} from {} to {}{rate}{lag}", p.component, t(&p.first), t(&p.last));
+        for (what, rows, mean) in [
+            ("execution", &p.slowest_by_execution, (|h| h.execution_mean_s) as fn(&HandlerRow) -> Option<f64>),
+            ("queueing", &p.slowest_by_queueing, |h| h.queueing_mean_s),
+        ] {
+            let list: Vec<String> = rows
+                .iter()
+                .take(3)
+                .map(|h| format!("{} {} ({})", h.handler, dur(mean(h).unwrap_or(0.0)), h.calls))
+                .collect();
+            if !list.is_empty() {
+                let _ = writeln!(s, "    slowest by mean {what}: {}", list.join(", "));
+            }
+        }
+        let others: Vec<String> = l
+            .processes
+            .iter()
+            .filter(|o| o.component == p.component && o.pid == p.pid && o.io_context != "Main service")
+            .filter_map(|o| Some(format!("{} {}", o.io_context, dur(o.lag.as_ref()?.max_s))))
+            .collect();
+        if !others.is_empty() {
+            let _ = writeln!(s, "    other io_contexts, lag max: {}", others.join(", "));
+        }
+    }
+    if !l.nodes_alive.is_empty() {
+        let steps: Vec<String> = l.nodes_alive.iter().map(|n| format!("{} at {}", n.alive, t(&n.time))).collect();
+        let _ = writeln!(s, "Live nodes: {}", steps.join(", then "));
     }
 }

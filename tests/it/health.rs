@@ -509,3 +509,28 @@ fn per_record_counting_agrees_with_the_report() {
         assert_eq!(counts(&json(&[&dir], &[])), want, "{name}: raylog health");
     }
 }
+
+/// The `latency` section: GCS's and the raylet's blocks of fixtures/ray-2.60-text
+/// (read off the file: GCS's `Main service` block has `GcsInMemoryStore.Put - 3
+/// total`, `event_loop_lag_probe … Queueing time: mean = 2.24ms`), the raylet's
+/// object manager's own io_context, and the node's life as GCS and the raylet tell it.
+#[test]
+fn latency_section_reads_gcs_and_raylet_blocks() {
+    let run = health(&[&fixture("ray-2.60-text")], &["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let procs = v["latency"]["processes"].as_array().expect("latency.processes");
+    let gcs = procs.iter().find(|p| p["component"] == "gcs_server" && p["io_context"] == "Main service").expect("GCS");
+    assert_eq!(gcs["pid"], 4034);
+    let put = gcs["slowest_by_queueing"].as_array().unwrap().iter().find(|h| h["handler"] == "GcsInMemoryStore.Put");
+    assert_eq!(put.expect("Put")["calls"], 3);
+    assert_eq!(gcs["lag"]["max_s"], serde_json::json!(0.00224));
+    assert!(procs.iter().any(|p| p["component"] == "raylet" && p["io_context"] == "ObjectManager"));
+    assert!(procs.iter().all(|p| p["component"] == "gcs_server" || p["component"] == "raylet"), "GCS and raylets only");
+    let alive: Vec<u64> =
+        v["latency"]["nodes_alive"].as_array().unwrap().iter().map(|n| n["alive"].as_u64().unwrap()).collect();
+    assert_eq!(alive, [1, 0], "up at start, removed at `ray stop`");
+    // Outside the window: no blocks.
+    let late = health(&[&fixture("ray-2.60-text")], &["--format", "json", "--since", "2026-11-30T10:30:00Z"]);
+    let v: serde_json::Value = serde_json::from_str(&late.stdout).unwrap();
+    assert!(v["latency"]["processes"].as_array().unwrap().is_empty(), "{}", late.stdout);
+}

@@ -1,0 +1,237 @@
+//! The `latency` section of `raylog health` (issue #25, part 3): for GCS and each
+//! raylet, from Ray's `Event stats:` blocks ([`raylog_parsers::event_stats`]) in the
+//! records scanned (so within `--since/--until`), the slowest handlers by mean
+//! execution and by mean queueing time, the event-loop lag (first, last, largest) and
+//! the call rate; and the live nodes over time.
+//!
+//! Totals are cumulative since a process started, so what a window holds is the
+//! difference between its blocks, counted the way the agent's counters count them
+//! ([`crate::agent::ray_latency`]): a process's first block whole, each later one by
+//! its difference from the one before, a block whose totals went down as a restart.
+//! `calls` here then equals the agent's `raylog_ray_handler_calls_total` on the same
+//! files. A block's lag is `event_loop_lag_probe`'s mean queueing time over the
+//! interval since the block before.
+
+use std::collections::BTreeMap;
+
+use raylog_parsers::event_stats::{self, Block};
+use raylog_parsers::{Id, Record, Timestamp};
+use serde::Serialize;
+
+/// Handlers listed per process and ranking.
+pub const SLOWEST: usize = 5;
+
+/// One handler's activity over the window.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct HandlerRow {
+    pub handler: String,
+    pub calls: u64,
+    pub execution_mean_s: Option<f64>,
+    pub queueing_mean_s: Option<f64>,
+}
+
+/// Event-loop lag over the window, in seconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Lag {
+    pub first_s: f64,
+    pub last_s: f64,
+    pub max_s: f64,
+}
+
+/// One io_context of one GCS or raylet process.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProcessLatency {
+    pub component: String,
+    pub node_id: Option<String>,
+    pub pid: Option<u32>,
+    pub io_context: String,
+    pub blocks: usize,
+    pub first: Option<String>,
+    pub last: Option<String>,
+    /// Calls per second between the first and the last block.
+    pub calls_per_second: Option<f64>,
+    pub lag: Option<Lag>,
+    pub slowest_by_execution: Vec<HandlerRow>,
+    pub slowest_by_queueing: Vec<HandlerRow>,
+}
+
+/// A change in the number of live nodes.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NodesAlive {
+    pub time: Option<String>,
+    pub alive: usize,
+}
+
+/// The section.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub processes: Vec<ProcessLatency>,
+    pub nodes_alive: Vec<NodesAlive>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    calls: u64,
+    execution: f64,
+    queueing: f64,
+}
+
+#[derive(Default)]
+struct Acc {
+    node_id: Option<Id>,
+    blocks: usize,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+    first_total: u64,
+    global_total: u64,
+    /// Summed differences (the window's activity) and the last block's totals.
+    handlers: BTreeMap<String, (Sums, Option<Sums>)>,
+    lags: Vec<f64>,
+}
+
+/// Per-scan state.
+#[derive(Default)]
+pub struct Collector {
+    /// (component, session, pid, io_context).
+    procs: BTreeMap<(String, Option<String>, Option<u32>, String), Acc>,
+    /// (time, node, alive), in the order read: files are read one after another.
+    node_events: Vec<(Option<Timestamp>, Id, bool)>,
+}
+
+impl Collector {
+    /// Takes in one record of GCS or a raylet holding `Event stats:` blocks.
+    pub fn observe(&mut self, r: &Record<'_>) {
+        let comp = r.component();
+        if r.lines < 2 || !(comp == "gcs_server" || comp == "raylet") || r.fields.get("io_context").is_none() {
+            return;
+        }
+        for b in event_stats::parse(r.message) {
+            let key = (comp.to_string(), r.file.session.clone(), r.pid, b.io_context.to_string());
+            let acc = self.procs.entry(key).or_default();
+            acc.node_id = acc.node_id.or(r.ids.node_id);
+            add_block(acc, &b, r.timestamp);
+        }
+    }
+
+    /// A node came (`true`) or went, at `t`.
+    pub fn node(&mut self, id: Id, alive: bool, t: Option<Timestamp>) {
+        self.node_events.push((t, id, alive));
+    }
+
+    pub fn finish(mut self) -> Latency {
+        let processes = self.procs.into_iter().map(|(k, acc)| process_row(k, acc)).collect();
+        // In time order: each raylet and GCS say it, in files read one by one.
+        self.node_events.sort_by_key(|e| e.0.map(|t| t.0));
+        let (mut alive, mut nodes_alive) = (std::collections::HashSet::new(), vec![]);
+        for (t, id, up) in self.node_events {
+            if if up { alive.insert(id) } else { alive.remove(&id) } {
+                nodes_alive.push(NodesAlive { time: t.map(|t| t.to_rfc3339()), alive: alive.len() });
+            }
+        }
+        Latency { processes, nodes_alive }
+    }
+}
+
+fn add_block(acc: &mut Acc, b: &Block<'_>, t: Option<Timestamp>) {
+    if acc.blocks == 0 {
+        acc.first = t;
+        acc.first_total = b.total;
+    }
+    acc.blocks += 1;
+    acc.last = t.or(acc.last);
+    acc.global_total = b.total;
+    for h in &b.handlers {
+        let now = Sums {
+            calls: h.total,
+            execution: h.times.execution_total.unwrap_or(0.0),
+            queueing: h.times.queueing_total.unwrap_or(0.0),
+        };
+        let (sum, last) = acc.handlers.entry(h.name.to_string()).or_default();
+        let seen_before = last.is_some();
+        // A first block counts whole; totals gone down are a restart: whole too.
+        let base = last.filter(|l| l.calls <= now.calls).unwrap_or_default();
+        let d = Sums {
+            calls: now.calls - base.calls,
+            execution: (now.execution - base.execution).max(0.0),
+            queueing: (now.queueing - base.queueing).max(0.0),
+        };
+        sum.calls += d.calls;
+        sum.execution += d.execution;
+        sum.queueing += d.queueing;
+        *last = Some(now);
+        if h.name == "event_loop_lag_probe" {
+            match (seen_before, d.calls) {
+                (true, 0) => {}
+                (true, n) => acc.lags.push(d.queueing / n as f64),
+                (false, _) => acc.lags.extend(h.times.queueing_mean),
+            }
+        }
+    }
+}
+
+fn process_row(key: (String, Option<String>, Option<u32>, String), acc: Acc) -> ProcessLatency {
+    let (component, _session, pid, io_context) = key;
+    let rows: Vec<HandlerRow> = acc
+        .handlers
+        .iter()
+        .filter(|(_, (s, _))| s.calls > 0)
+        .map(|(name, (s, _))| HandlerRow {
+            handler: name.clone(),
+            calls: s.calls,
+            execution_mean_s: Some(round9(s.execution / s.calls as f64)),
+            queueing_mean_s: Some(round9(s.queueing / s.calls as f64)),
+        })
+        .collect();
+    let top = |key: fn(&HandlerRow) -> f64| {
+        let mut v = rows.clone();
+        v.sort_by(|a, b| key(b).total_cmp(&key(a)).then_with(|| a.handler.cmp(&b.handler)));
+        v.truncate(SLOWEST);
+        v
+    };
+    let span = match (acc.first, acc.last) {
+        (Some(a), Some(b)) if b.0 > a.0 => Some((b.0 - a.0) as f64 / 1e9),
+        _ => None,
+    };
+    ProcessLatency {
+        component,
+        node_id: acc.node_id.map(|i| i.as_str().to_string()),
+        pid,
+        io_context,
+        blocks: acc.blocks,
+        first: acc.first.map(|t| t.to_rfc3339()),
+        last: acc.last.map(|t| t.to_rfc3339()),
+        calls_per_second: span.map(|s| round9(acc.global_total.saturating_sub(acc.first_total) as f64 / s)),
+        lag: (!acc.lags.is_empty()).then(|| Lag {
+            first_s: round9(acc.lags[0]),
+            last_s: round9(*acc.lags.last().unwrap_or(&0.0)),
+            max_s: round9(acc.lags.iter().copied().fold(0.0, f64::max)),
+        }),
+        slowest_by_execution: top(|r| r.execution_mean_s.unwrap_or(0.0)),
+        slowest_by_queueing: top(|r| r.queueing_mean_s.unwrap_or(0.0)),
+    }
+}
+
+/// A node coming or going, as GCS registers it (`Finished registering node info`)
+/// or as GCS tells every raylet (`Received [address and liveness] notification for
+/// node, IsAlive = 1 node_id=<hex>`; Ray 2.9: `… for node id = <hex>, IsAlive = 1`).
+/// GCS's removals are [`super::detect::NodeDeath`]s.
+pub fn node_liveness(r: &Record<'_>) -> Option<(bool, Id)> {
+    let m = r.message;
+    let alive = if m.starts_with("Finished registering node info") {
+        true
+    } else if m.starts_with("Received ") && r.component() == "raylet" {
+        let at = m.find("IsAlive = ")? + "IsAlive = ".len();
+        m.as_bytes().get(at)? == &b'1'
+    } else {
+        return None;
+    };
+    let id = r.ids.node_id.or_else(|| {
+        let at = m.find("node id = ")? + "node id = ".len();
+        Id::parse(m[at..].split([',', ' ']).next()?.as_bytes())
+    })?;
+    Some((alive, id))
+}
+
+fn round9(v: f64) -> f64 {
+    (v * 1e9).round() / 1e9
+}
