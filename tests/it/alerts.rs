@@ -160,4 +160,33 @@ fn loki_rules_are_valid_logql_for_a_real_loki() {
     }
     let (status, _) = loki_query(&loki.url(), r#"sum(count_over_time({service_name="ray"} |~ [5m]))"#);
     assert_eq!(status, 400, "a syntax error must be refused");
+    gcs_lag_rule_reads_a_real_block(&loki, &all);
+}
+
+/// `RayGcsEventLoopLag` over a real GCS log shipped into the real Loki reads the lag
+/// Ray printed: `event_loop_lag_probe … Queueing time: mean = 2.24ms` in
+/// fixtures/ray-2.60-text's `Main service` block (moved to recent days).
+fn gcs_lag_rule_reads_a_real_block(loki: &RealLoki, all: &[(String, String, String)]) {
+    let expr = &all.iter().find(|(_, a, _)| a == "RayGcsEventLoopLag").expect("RayGcsEventLoopLag").2;
+    let tmp = crate::ship_loki::Scratch::new("alerts-lag");
+    let fixture = crate::util::fixture_dirs().into_iter().find(|d| d.ends_with("ray-2.60-text")).unwrap();
+    crate::tree::shifted_copy(crate::util::logs_dir(&fixture).parent().unwrap(), &tmp.0.join("ray"));
+    let cfg = tmp.0.join("c.toml");
+    let text = format!(
+        "[source]\npaths = [{:?}]\nstate_dir = {:?}\n[node]\nname = \"n1\"\ncluster = \"c1\"\n[api]\naddress = \"\"\n\
+         [[sinks]]\ntype = \"loki\"\nendpoint = \"{}\"\n",
+        tmp.0.join("ray"),
+        tmp.0.join("state"),
+        loki.url()
+    );
+    std::fs::write(&cfg, text).unwrap();
+    crate::ship_loki::ship_once(&cfg);
+    loki.flush();
+    // The rule with its window widened to the fixture's and no threshold.
+    let probe = expr.replace("[10m]", "[7d]").replace("> 100", ">= 0");
+    assert_ne!(&probe, expr, "the rule's window or threshold changed: update this test");
+    let (status, body) = loki_query(&loki.url(), &probe);
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["data"]["result"][0]["value"][1], "2.24", "{body}");
 }
