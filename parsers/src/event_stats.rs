@@ -54,6 +54,69 @@ pub struct Handler<'a> {
     pub times: Times,
 }
 
+/// A handler's cumulative figures in one block, or what one block adds to the last.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    pub calls: u64,
+    pub execution_s: f64,
+    pub queueing_s: f64,
+}
+
+/// The handler that measures its loop's lag: its queueing time is the lag.
+pub const LAG_PROBE: &str = "event_loop_lag_probe";
+
+impl Handler<'_> {
+    /// Its totals in this block (a sentinel counts as 0).
+    pub fn totals(&self) -> Totals {
+        Totals {
+            calls: self.total,
+            execution_s: self.times.execution_total.unwrap_or(0.0),
+            queueing_s: self.times.queueing_total.unwrap_or(0.0),
+        }
+    }
+
+    /// What this block adds to `last`, the same process's previous block of this
+    /// handler: everything for a first block, or when the totals went down (a
+    /// restart under the same pid), so a sum of these never goes backwards.
+    pub fn since(&self, last: Option<Totals>) -> Totals {
+        let now = self.totals();
+        let base = last.filter(|l| l.calls <= now.calls).unwrap_or_default();
+        Totals {
+            calls: now.calls - base.calls,
+            execution_s: (now.execution_s - base.execution_s).max(0.0),
+            queueing_s: (now.queueing_s - base.queueing_s).max(0.0),
+        }
+    }
+
+    /// For [`LAG_PROBE`]: the loop's lag over the interval since `last` (the mean
+    /// queueing of the probes run since; `None` when none ran), or for a first
+    /// block the mean Ray printed. Ray's own mean is since the process started, and
+    /// hides a loop that has just become slow.
+    pub fn interval_lag(&self, last: Option<Totals>) -> Option<f64> {
+        match (last, self.since(last)) {
+            (None, _) => self.times.queueing_mean,
+            (Some(_), d) if d.calls > 0 => Some(d.queueing_s / d.calls as f64),
+            (Some(_), _) => None,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Totals {
+    fn add_assign(&mut self, d: Totals) {
+        self.calls += d.calls;
+        self.execution_s += d.execution_s;
+        self.queueing_s += d.queueing_s;
+    }
+}
+
+/// Seconds as decimal text with at most 9 decimals (Ray prints at most
+/// nanoseconds) and no exponent, as JSON and the Prometheus text format take it.
+pub fn write_seconds(out: &mut String, v: f64) {
+    let s = format!("{v:.9}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    out.push_str(if s.is_empty() { "0" } else { s });
+}
+
 /// One io_context's block.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Block<'a> {
@@ -210,7 +273,7 @@ pub fn fields(blocks: &[Block<'_>], out: &mut String, mut put: impl FnMut(&'stat
     value(out, "global_active", &|o| write_u64(o, first.active));
     for (key, v) in time_pairs(&first.times, true) {
         if let Some(v) = v {
-            value(out, key, &|o| write_f64(o, v));
+            value(out, key, &|o| write_seconds(o, v));
         }
     }
     value(out, "handlers", &|o| write_handlers(o, &first.handlers));
@@ -235,7 +298,7 @@ fn write_block(out: &mut String, b: &Block<'_>) {
     for (key, v) in time_pairs(&b.times, true) {
         if let Some(v) = v {
             let _ = write!(out, ",\"{key}\":");
-            write_f64(out, v);
+            write_seconds(out, v);
         }
     }
     out.push_str(",\"handlers\":");
@@ -251,7 +314,7 @@ fn write_handlers(out: &mut String, handlers: &[Handler<'_>]) {
         for (key, v) in time_pairs(&h.times, false) {
             if let Some(v) = v {
                 let _ = write!(out, ",\"{key}\":");
-                write_f64(out, v);
+                write_seconds(out, v);
             }
         }
         out.push('}');
@@ -287,13 +350,6 @@ fn time_pairs(t: &Times, global: bool) -> [(&'static str, Option<f64>); 6] {
 
 fn write_u64(out: &mut String, v: u64) {
     let _ = write!(out, "{v}");
-}
-
-/// Seconds with at most 9 decimals (Ray prints at most nanoseconds), no exponent.
-fn write_f64(out: &mut String, v: f64) {
-    let s = format!("{v:.9}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    out.push_str(if s.is_empty() { "0" } else { s });
 }
 
 fn write_json_str(out: &mut String, s: &str) {

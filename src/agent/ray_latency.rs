@@ -7,7 +7,8 @@
 //! io_context, handler). A process's first block counts whole (its totals are since
 //! its start), and so does a block whose totals went down (the same pid reused):
 //! a restart starts a new base and never makes a counter go backwards. Summed over
-//! processes, a counter is then each process's latest total.
+//! processes, a counter is then each process's latest total. The rule is
+//! [`raylog_parsers::event_stats::Handler::since`], shared with `raylog health`.
 //!
 //! The lag gauge is `event_loop_lag_probe`'s mean queueing time over the last
 //! interval (the difference of its totals between the last two blocks of the
@@ -27,8 +28,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::{Mutex, MutexGuard};
 
-use raylog_parsers::event_stats::{self, Block};
+use raylog_parsers::event_stats::{self, write_seconds, Block, Totals, LAG_PROBE};
 use raylog_parsers::{Id, Record};
+
+use crate::agent::ray_metrics::escape;
 
 /// Distinct handler names per component; the rest are `other`.
 pub const HANDLERS: usize = 64;
@@ -37,30 +40,21 @@ pub const COMPONENTS: usize = 16;
 /// Processes whose last totals are remembered.
 pub const PROCESSES: usize = 4096;
 
-const LAG_PROBE: &str = "event_loop_lag_probe";
-
 /// (component, io_context, handler).
 type SeriesKey = (String, String, String);
-
-#[derive(Debug, Default, Clone, Copy)]
-struct Sums {
-    calls: u64,
-    execution_s: f64,
-    queueing_s: f64,
-}
 
 #[derive(Debug, Default)]
 struct Process {
     /// Last block number that touched it (for eviction).
     seen: u64,
     /// (io_context, handler) → its totals in the last block.
-    last: HashMap<(String, String), Sums>,
+    last: HashMap<(String, String), Totals>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     node: String,
-    series: BTreeMap<SeriesKey, Sums>,
+    series: BTreeMap<SeriesKey, Totals>,
     /// (component, io_context) → seconds.
     lag: BTreeMap<(String, String), f64>,
     handlers: HashMap<String, HashSet<String>>,
@@ -126,7 +120,7 @@ impl RayLatency {
             );
         }
         let node = escape(&st.node);
-        type Get = fn(&Sums) -> String;
+        type Get = fn(&Totals) -> String;
         let counters: [(&str, &str, Get); 3] = [
             (
                 "raylog_ray_handler_calls_total",
@@ -134,12 +128,12 @@ impl RayLatency {
                 |s| s.calls.to_string(),
             ),
             ("raylog_ray_handler_execution_seconds_total", "Seconds Ray's event-loop handlers spent executing.", |s| {
-                fmt_f64(s.execution_s)
+                seconds(s.execution_s)
             }),
             (
                 "raylog_ray_handler_queueing_seconds_total",
                 "Seconds Ray's event-loop handlers waited in their loop's queue before running.",
-                |s| fmt_f64(s.queueing_s),
+                |s| seconds(s.queueing_s),
             ),
         ];
         for (name, help, get) in counters {
@@ -158,7 +152,7 @@ impl RayLatency {
         );
         for ((c, io), v) in &st.lag {
             let (c, io) = (escape(c), escape(io));
-            let _ = writeln!(s, "{name}{{node=\"{node}\",component=\"{c}\",io_context=\"{io}\"}} {}", fmt_f64(*v));
+            let _ = writeln!(s, "{name}{{node=\"{node}\",component=\"{c}\",io_context=\"{io}\"}} {}", seconds(*v));
         }
     }
 }
@@ -192,36 +186,15 @@ impl State {
         let mut deltas = Vec::with_capacity(b.handlers.len());
         let mut lag = None;
         for h in &b.handlers {
-            let now = Sums {
-                calls: h.total,
-                execution_s: h.times.execution_total.unwrap_or(0.0),
-                queueing_s: h.times.queueing_total.unwrap_or(0.0),
-            };
-            let key = (b.io_context.to_string(), h.name.to_string());
-            let before = proc.last.insert(key, now);
-            // A first block, or totals gone down (a restart under the same pid),
-            // count from zero.
-            let base = before.filter(|p| p.calls <= now.calls).unwrap_or_default();
-            let d = Sums {
-                calls: now.calls - base.calls,
-                execution_s: (now.execution_s - base.execution_s).max(0.0),
-                queueing_s: (now.queueing_s - base.queueing_s).max(0.0),
-            };
+            let before = proc.last.insert((b.io_context.to_string(), h.name.to_string()), h.totals());
             if h.name == LAG_PROBE {
-                lag = match before {
-                    Some(_) if d.calls > 0 => Some(d.queueing_s / d.calls as f64),
-                    Some(_) => None,
-                    None => h.times.queueing_mean,
-                };
+                lag = h.interval_lag(before);
             }
-            deltas.push((h.name, d));
+            deltas.push((h.name, h.since(before)));
         }
         for (name, d) in deltas {
             let label = self.handler_label(component, name);
-            let s = self.series.entry((component.to_string(), b.io_context.to_string(), label)).or_default();
-            s.calls += d.calls;
-            s.execution_s += d.execution_s;
-            s.queueing_s += d.queueing_s;
+            *self.series.entry((component.to_string(), b.io_context.to_string(), label)).or_default() += d;
         }
         if let Some(l) = lag {
             self.lag.insert((component.to_string(), b.io_context.to_string()), l);
@@ -239,19 +212,10 @@ impl State {
     }
 }
 
-/// Seconds with up to 9 decimals, no exponent.
-fn fmt_f64(v: f64) -> String {
-    let s = format!("{v:.9}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() {
-        "0".into()
-    } else {
-        s.into()
-    }
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+fn seconds(v: f64) -> String {
+    let mut s = String::new();
+    write_seconds(&mut s, v);
+    s
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ impl Default for RayMetrics {
 }
 
 /// A label value in the exposition format's quoting.
-fn escape(v: &str) -> String {
+pub(crate) fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

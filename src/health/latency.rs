@@ -5,16 +5,17 @@
 //! the call rate; and the live nodes over time.
 //!
 //! Totals are cumulative since a process started, so what a window holds is the
-//! difference between its blocks, counted the way the agent's counters count them
-//! ([`crate::agent::ray_latency`]): a process's first block whole, each later one by
-//! its difference from the one before, a block whose totals went down as a restart.
+//! difference between its blocks, by the rule the agent's counters use too
+//! ([`raylog_parsers::event_stats::Handler::since`]): a process's first block whole,
+//! each later one by its difference from the one before, a block whose totals went
+//! down as a restart.
 //! `calls` here then equals the agent's `raylog_ray_handler_calls_total` on the same
 //! files. A block's lag is `event_loop_lag_probe`'s mean queueing time over the
 //! interval since the block before.
 
 use std::collections::BTreeMap;
 
-use raylog_parsers::event_stats::{self, Block};
+use raylog_parsers::event_stats::{self, Block, Totals, LAG_PROBE};
 use raylog_parsers::{Id, Record, Timestamp};
 use serde::Serialize;
 
@@ -69,13 +70,6 @@ pub struct Latency {
     pub nodes_alive: Vec<NodesAlive>,
 }
 
-#[derive(Default, Clone, Copy)]
-struct Sums {
-    calls: u64,
-    execution: f64,
-    queueing: f64,
-}
-
 #[derive(Default)]
 struct Acc {
     node_id: Option<Id>,
@@ -85,7 +79,7 @@ struct Acc {
     first_total: u64,
     global_total: u64,
     /// Summed differences (the window's activity) and the last block's totals.
-    handlers: BTreeMap<String, (Sums, Option<Sums>)>,
+    handlers: BTreeMap<String, (Totals, Option<Totals>)>,
     lags: Vec<f64>,
 }
 
@@ -141,31 +135,12 @@ fn add_block(acc: &mut Acc, b: &Block<'_>, t: Option<Timestamp>) {
     acc.last = t.or(acc.last);
     acc.global_total = b.total;
     for h in &b.handlers {
-        let now = Sums {
-            calls: h.total,
-            execution: h.times.execution_total.unwrap_or(0.0),
-            queueing: h.times.queueing_total.unwrap_or(0.0),
-        };
         let (sum, last) = acc.handlers.entry(h.name.to_string()).or_default();
-        let seen_before = last.is_some();
-        // A first block counts whole; totals gone down are a restart: whole too.
-        let base = last.filter(|l| l.calls <= now.calls).unwrap_or_default();
-        let d = Sums {
-            calls: now.calls - base.calls,
-            execution: (now.execution - base.execution).max(0.0),
-            queueing: (now.queueing - base.queueing).max(0.0),
-        };
-        sum.calls += d.calls;
-        sum.execution += d.execution;
-        sum.queueing += d.queueing;
-        *last = Some(now);
-        if h.name == "event_loop_lag_probe" {
-            match (seen_before, d.calls) {
-                (true, 0) => {}
-                (true, n) => acc.lags.push(d.queueing / n as f64),
-                (false, _) => acc.lags.extend(h.times.queueing_mean),
-            }
+        *sum += h.since(*last);
+        if h.name == LAG_PROBE {
+            acc.lags.extend(h.interval_lag(*last));
         }
+        *last = Some(h.totals());
     }
 }
 
@@ -178,8 +153,8 @@ fn process_row(key: (String, Option<String>, Option<u32>, String), acc: Acc) -> 
         .map(|(name, (s, _))| HandlerRow {
             handler: name.clone(),
             calls: s.calls,
-            execution_mean_s: Some(round9(s.execution / s.calls as f64)),
-            queueing_mean_s: Some(round9(s.queueing / s.calls as f64)),
+            execution_mean_s: Some(round9(s.execution_s / s.calls as f64)),
+            queueing_mean_s: Some(round9(s.queueing_s / s.calls as f64)),
         })
         .collect();
     let top = |key: fn(&HandlerRow) -> f64| {
