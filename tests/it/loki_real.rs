@@ -208,49 +208,49 @@ impl RealLoki {
     /// and their stream labels with the structured metadata merged in (as Loki
     /// answers without `categorize-labels`).
     pub fn entries(&self, query: &str) -> Vec<(String, BTreeMap<String, String>)> {
-        self.page(query, 0, 5000).into_iter().map(|e| (e.1, e.2)).collect()
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+        let (start, end) = (now - 7 * 86_400 * 1_000_000_000, now + 600 * 1_000_000_000);
+        self.page(query, start, end, 5000).into_iter().map(|e| (e.1, e.2)).collect()
     }
 
-    /// Every entry of `selector`, paging through Loki's 5000-entry answers:
-    /// `(time ns, line, labels with metadata)`.
+    /// Every entry of `selector` over the last 7 days: `(time ns, line, labels with
+    /// metadata)`.
+    ///
+    /// Pages are time windows, never "the next `limit` after the last time seen":
+    /// Loki 3.4 splits a log query by hour and shards it, and a limited answer over
+    /// more than an hour is not the earliest `limit` entries (some shards' earlier
+    /// entries are left out), so paging from its last time skips entries. An answer
+    /// with fewer than `limit` entries is the whole window, so a window that fills
+    /// the limit is halved until none does.
     pub fn all_entries(&self, selector: &str) -> Vec<(i64, String, BTreeMap<String, String>)> {
         self.all_entries_by(selector, 5000)
     }
 
-    /// [`Self::all_entries`] in pages of `limit` entries: entries with many
+    /// [`Self::all_entries`] with answers of at most `limit` entries: entries with many
     /// structured-metadata pairs (OTLP's attributes) make a 5000-entry answer larger
     /// than the 4 MiB Loki's querier may pass its frontend (the query then times out).
     pub fn all_entries_by(&self, selector: &str, limit: usize) -> Vec<(i64, String, BTreeMap<String, String>)> {
-        let mut out: Vec<(i64, String, BTreeMap<String, String>)> = vec![];
-        let mut from = 0;
-        loop {
-            let mut page = self.page(selector, from, limit);
-            let full = page.len() >= limit;
-            // Pages overlap at their boundary time: the next page starts with the
-            // entries of this page's last time again. Those are skipped one for one,
-            // so an entry Loki holds twice still counts twice.
-            page.sort();
-            for seen in out.iter().rev().take_while(|e| e.0 == from) {
-                if let Some(k) = page.iter().position(|e| e == seen) {
-                    page.remove(k);
-                }
-            }
-            from = page.iter().map(|e| e.0).max().unwrap_or(from);
-            out.extend(page);
-            if !full {
-                break;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+        let mut windows = vec![(now - 7 * 86_400 * 1_000_000_000, now + 600 * 1_000_000_000, limit)];
+        let mut out = vec![];
+        while let Some((start, end, limit)) = windows.pop() {
+            let page = self.page(selector, start, end, limit);
+            if page.len() < limit {
+                out.extend(page);
+            } else if end - start > 1 {
+                let mid = start + (end - start) / 2;
+                windows.extend([(mid, end, limit), (start, mid, limit)]);
+            } else {
+                windows.push((start, end, limit * 2)); // one nanosecond holds `limit`
             }
         }
         out.sort();
         out
     }
 
-    /// One forward page of `query` from `from` (Unix ns; 0: seven days ago), at most
-    /// `limit` entries.
-    fn page(&self, query: &str, from: i64, limit: usize) -> Vec<(i64, String, BTreeMap<String, String>)> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
-        let start = from.max(now - 7 * 86_400 * 1_000_000_000);
-        let end = now + 600 * 1_000_000_000;
+    /// At most `limit` entries of `query` in `[start, end)` (Unix ns), the earliest
+    /// first when the window is within an hour.
+    fn page(&self, query: &str, start: i64, end: i64, limit: usize) -> Vec<(i64, String, BTreeMap<String, String>)> {
         let url = format!(
             "{}/loki/api/v1/query_range?query={}&start={start}&end={end}&limit={limit}&direction=forward",
             self.url(),
