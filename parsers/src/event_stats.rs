@@ -79,13 +79,7 @@ impl Handler<'_> {
     /// handler: everything for a first block, or when the totals went down (a
     /// restart under the same pid), so a sum of these never goes backwards.
     pub fn since(&self, last: Option<Totals>) -> Totals {
-        let now = self.totals();
-        let base = last.filter(|l| l.calls <= now.calls).unwrap_or_default();
-        Totals {
-            calls: now.calls - base.calls,
-            execution_s: (now.execution_s - base.execution_s).max(0.0),
-            queueing_s: (now.queueing_s - base.queueing_s).max(0.0),
-        }
+        self.totals().since(last)
     }
 
     /// For [`LAG_PROBE`]: the loop's lag over the interval since `last` (the mean
@@ -93,8 +87,26 @@ impl Handler<'_> {
     /// block the mean Ray printed. Ray's own mean is since the process started, and
     /// hides a loop that has just become slow.
     pub fn interval_lag(&self, last: Option<Totals>) -> Option<f64> {
+        self.totals().interval_lag(self.times.queueing_mean, last)
+    }
+}
+
+impl Totals {
+    /// What these totals add to `last` (see [`Handler::since`]).
+    pub fn since(self, last: Option<Totals>) -> Totals {
+        let base = last.filter(|l| l.calls <= self.calls).unwrap_or_default();
+        Totals {
+            calls: self.calls - base.calls,
+            execution_s: (self.execution_s - base.execution_s).max(0.0),
+            queueing_s: (self.queueing_s - base.queueing_s).max(0.0),
+        }
+    }
+
+    /// A lag probe's lag since `last` (see [`Handler::interval_lag`]); `printed`
+    /// is the mean Ray printed with these totals.
+    pub fn interval_lag(self, printed: Option<f64>, last: Option<Totals>) -> Option<f64> {
         match (last, self.since(last)) {
-            (None, _) => self.times.queueing_mean,
+            (None, _) => printed,
             (Some(_), d) if d.calls > 0 => Some(d.queueing_s / d.calls as f64),
             (Some(_), _) => None,
         }

@@ -44,6 +44,8 @@ pub struct Lag {
 pub struct ProcessLatency {
     pub component: String,
     pub node_id: Option<String>,
+    /// The Ray session dir's name: a node's GCS of each session is its own process.
+    pub session: Option<String>,
     pub pid: Option<u32>,
     pub io_context: String,
     pub blocks: usize,
@@ -54,6 +56,9 @@ pub struct ProcessLatency {
     pub lag: Option<Lag>,
     pub slowest_by_execution: Vec<HandlerRow>,
     pub slowest_by_queueing: Vec<HandlerRow>,
+    /// Every handler called in the window, the most called first (JSON only): the
+    /// rows the agent's `raylog_ray_handler_*` counters add up to.
+    pub handlers: Vec<HandlerRow>,
 }
 
 /// A change in the number of live nodes.
@@ -70,17 +75,32 @@ pub struct Latency {
     pub nodes_alive: Vec<NodesAlive>,
 }
 
+/// One file's blocks of one process's io_context. A file is read in order, but
+/// files may come in any order (`gcs_server.out` before `gcs_server.out.1`), so a
+/// file's first block is kept whole and joined to the file before it in time at
+/// [`Collector::finish`].
 #[derive(Default)]
-struct Acc {
-    node_id: Option<Id>,
+struct Segment {
     blocks: usize,
     first: Option<Timestamp>,
     last: Option<Timestamp>,
     first_total: u64,
-    global_total: u64,
-    /// Summed differences (the window's activity) and the last block's totals.
-    handlers: BTreeMap<String, (Totals, Option<Totals>)>,
+    last_total: u64,
+    /// The first block: each handler's totals, and the probe's printed mean.
+    head: BTreeMap<String, Totals>,
+    head_lag: Option<f64>,
+    /// What the later blocks add, and the last block's totals.
+    added: BTreeMap<String, Totals>,
+    tail: BTreeMap<String, Totals>,
+    /// The interval lags of the later blocks, in order.
     lags: Vec<f64>,
+}
+
+/// One process's io_context: its segments by file.
+#[derive(Default)]
+struct Acc {
+    node_id: Option<Id>,
+    segments: BTreeMap<String, Segment>,
 }
 
 /// Per-scan state.
@@ -103,7 +123,11 @@ impl Collector {
             let key = (comp.to_string(), r.file.session.clone(), r.pid, b.io_context.to_string());
             let acc = self.procs.entry(key).or_default();
             acc.node_id = acc.node_id.or(r.ids.node_id);
-            add_block(acc, &b, r.timestamp);
+            let seg = match acc.segments.get_mut(r.file.rel_path.as_str()) {
+                Some(seg) => seg,
+                None => acc.segments.entry(r.file.rel_path.clone()).or_default(),
+            };
+            add_block(seg, &b, r.timestamp);
         }
     }
 
@@ -126,31 +150,82 @@ impl Collector {
     }
 }
 
-fn add_block(acc: &mut Acc, b: &Block<'_>, t: Option<Timestamp>) {
-    if acc.blocks == 0 {
-        acc.first = t;
-        acc.first_total = b.total;
+fn add_block(seg: &mut Segment, b: &Block<'_>, t: Option<Timestamp>) {
+    if seg.blocks == 0 {
+        seg.first = t;
+        seg.first_total = b.total;
     }
-    acc.blocks += 1;
-    acc.last = t.or(acc.last);
-    acc.global_total = b.total;
+    seg.blocks += 1;
+    seg.last = t.or(seg.last);
+    seg.last_total = b.total;
     for h in &b.handlers {
-        let (sum, last) = acc.handlers.entry(h.name.to_string()).or_default();
-        *sum += h.since(*last);
-        if h.name == LAG_PROBE {
-            acc.lags.extend(h.interval_lag(*last));
+        let last = seg.tail.get(h.name).copied();
+        if seg.blocks == 1 {
+            seg.head.insert(h.name.to_string(), h.totals());
+            if h.name == LAG_PROBE {
+                seg.head_lag = h.times.queueing_mean;
+            }
+        } else {
+            // A handler first seen after the file's first block had no calls before.
+            *seg.added.entry(h.name.to_string()).or_default() += h.since(last);
+            if h.name == LAG_PROBE {
+                seg.lags.extend(h.interval_lag(last));
+            }
         }
-        *last = Some(h.totals());
+        seg.tail.insert(h.name.to_string(), h.totals());
     }
 }
 
+/// A process's io_context over the window: its segments joined in time order.
+#[derive(Default)]
+struct Joined {
+    blocks: usize,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+    first_total: u64,
+    last_total: u64,
+    handlers: BTreeMap<String, Totals>,
+    lags: Vec<f64>,
+}
+
+fn join(acc: Acc) -> Joined {
+    let mut segs: Vec<Segment> = acc.segments.into_values().collect();
+    // In time order; a file whose blocks carry no time comes first.
+    segs.sort_by_key(|s| s.first.map(|t| t.0));
+    let mut j = Joined::default();
+    let mut prev: BTreeMap<String, Totals> = BTreeMap::new();
+    for (i, seg) in segs.into_iter().enumerate() {
+        if i == 0 {
+            (j.first, j.first_total) = (seg.first, seg.first_total);
+        }
+        j.blocks += seg.blocks;
+        j.last = seg.last.or(j.last);
+        j.last_total = seg.last_total;
+        for (name, now) in &seg.head {
+            let last = prev.get(name).copied();
+            *j.handlers.entry(name.clone()).or_default() += now.since(last);
+            if name == LAG_PROBE {
+                j.lags.extend(now.interval_lag(seg.head_lag, last));
+            }
+        }
+        for (name, added) in seg.added {
+            *j.handlers.entry(name).or_default() += added;
+        }
+        j.lags.extend(seg.lags);
+        prev.extend(seg.tail);
+    }
+    j
+}
+
 fn process_row(key: (String, Option<String>, Option<u32>, String), acc: Acc) -> ProcessLatency {
-    let (component, _session, pid, io_context) = key;
-    let rows: Vec<HandlerRow> = acc
+    let (component, session, pid, io_context) = key;
+    let node_id = acc.node_id.map(|i| i.as_str().to_string());
+    let acc = join(acc);
+    let mut rows: Vec<HandlerRow> = acc
         .handlers
         .iter()
-        .filter(|(_, (s, _))| s.calls > 0)
-        .map(|(name, (s, _))| HandlerRow {
+        .filter(|(_, s)| s.calls > 0)
+        .map(|(name, s)| HandlerRow {
             handler: name.clone(),
             calls: s.calls,
             execution_mean_s: Some(round9(s.execution_s / s.calls as f64)),
@@ -169,13 +244,14 @@ fn process_row(key: (String, Option<String>, Option<u32>, String), acc: Acc) -> 
     };
     ProcessLatency {
         component,
-        node_id: acc.node_id.map(|i| i.as_str().to_string()),
+        node_id,
+        session,
         pid,
         io_context,
         blocks: acc.blocks,
         first: acc.first.map(|t| t.to_rfc3339()),
         last: acc.last.map(|t| t.to_rfc3339()),
-        calls_per_second: span.map(|s| round9(acc.global_total.saturating_sub(acc.first_total) as f64 / s)),
+        calls_per_second: span.map(|s| round9(acc.last_total.saturating_sub(acc.first_total) as f64 / s)),
         lag: (!acc.lags.is_empty()).then(|| Lag {
             first_s: round9(acc.lags[0]),
             last_s: round9(*acc.lags.last().unwrap_or(&0.0)),
@@ -183,6 +259,10 @@ fn process_row(key: (String, Option<String>, Option<u32>, String), acc: Acc) -> 
         }),
         slowest_by_execution: top(|r| r.execution_mean_s.unwrap_or(0.0)),
         slowest_by_queueing: top(|r| r.queueing_mean_s.unwrap_or(0.0)),
+        handlers: {
+            rows.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.handler.cmp(&b.handler)));
+            rows
+        },
     }
 }
 

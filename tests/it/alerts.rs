@@ -163,9 +163,10 @@ fn loki_rules_are_valid_logql_for_a_real_loki() {
     gcs_lag_rule_reads_a_real_block(&loki, &all);
 }
 
-/// `RayGcsEventLoopLag` over a real GCS log shipped into the real Loki reads the lag
-/// Ray printed: `event_loop_lag_probe … Queueing time: mean = 2.24ms` in
-/// fixtures/ray-2.60-text's `Main service` block (moved to recent days).
+/// The latency rules over a real Ray log shipped into the real Loki read what Ray
+/// printed: `RayGcsEventLoopLag` GCS's `event_loop_lag_probe … Queueing time: mean =
+/// 2.24ms` in fixtures/ray-2.60-text's `Main service` block (moved to recent days),
+/// `RayRayletLagRising` the raylet's 3.06 ms, `RayLiveNodesDropping` GCS's removal.
 fn gcs_lag_rule_reads_a_real_block(loki: &RealLoki, all: &[(String, String, String)]) {
     let expr = &all.iter().find(|(_, a, _)| a == "RayGcsEventLoopLag").expect("RayGcsEventLoopLag").2;
     let tmp = crate::ship_loki::Scratch::new("alerts-lag");
@@ -185,8 +186,25 @@ fn gcs_lag_rule_reads_a_real_block(loki: &RealLoki, all: &[(String, String, Stri
     // The rule with its window widened to the fixture's and no threshold.
     let probe = expr.replace("[10m]", "[7d]").replace("> 100", ">= 0");
     assert_ne!(&probe, expr, "the rule's window or threshold changed: update this test");
-    let (status, body) = loki_query(&loki.url(), &probe);
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(instant_value(loki, &probe), "2.24");
+    // The raylet's block: `[state-dump] \tevent_loop_lag_probe … Queueing time: mean
+    // = 3.06ms`; the rule's first operand, over the fixture's days.
+    let rising = &all.iter().find(|(_, a, _)| a == "RayRayletLagRising").expect("RayRayletLagRising").2;
+    let (now, _) = rising.split_once("\n> 1.5 *").expect("RayRayletLagRising: `max_over_time(…) > 1.5 * …`");
+    assert_eq!(instant_value(loki, &now.replace("[30m]", "[7d]")), "3.06");
+    // GCS's one removal of the node at `ray stop`: `, death reason = EXPECTED_TERMINATION`.
+    let dropping = &all.iter().find(|(_, a, _)| a == "RayLiveNodesDropping").expect("RayLiveNodesDropping").2;
+    let probe = dropping.replace("[10m]", "[7d]");
+    assert_ne!(&probe, dropping, "the rule's window changed: update this test");
+    assert_eq!(instant_value(loki, &probe), "1");
+}
+
+/// The one value of an instant query that must find exactly one series.
+fn instant_value(loki: &RealLoki, query: &str) -> String {
+    let (status, body) = loki_query(&loki.url(), query);
+    assert_eq!(status, 200, "{query}\n{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["data"]["result"][0]["value"][1], "2.24", "{body}");
+    let result = v["data"]["result"].as_array().unwrap_or_else(|| panic!("{query}\n{body}"));
+    assert_eq!(result.len(), 1, "{query}\n{body}");
+    result[0]["value"][1].as_str().unwrap_or_default().to_string()
 }

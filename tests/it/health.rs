@@ -534,3 +534,52 @@ fn latency_section_reads_gcs_and_raylet_blocks() {
     let v: serde_json::Value = serde_json::from_str(&late.stdout).unwrap();
     assert!(v["latency"]["processes"].as_array().unwrap().is_empty(), "{}", late.stdout);
 }
+
+/// A rotated GCS log read out of time order (`gcs_server.out`, the newest, sorts
+/// before `gcs_server.out.1`): the blocks are joined in time order, so the calls are
+/// the last block's total and the lags go oldest first, as the agent counts them
+/// tailing the files as Ray writes them.
+#[test]
+fn latency_joins_rotated_files_in_time_order() {
+    let dir = std::env::temp_dir().join(format!("rl-health-rot-{}", std::process::id()));
+    let logs = dir.join("session_2026-11-30_10-21-03_039314_4033/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    // (second, CreateActor total, probe calls, probe queueing total ms)
+    let block = |sec: u32, creates: u64, probes: u64, lag_ms: f64| {
+        format!(
+            "[2026-11-30 10:21:{sec:02},080 I 4034 4034] (gcs_server) gcs_server.cc:1322: Main service Event stats:\n\n\n\
+             Global stats: {creates} total (0 active)\n\
+             Queueing time: mean = 1.00ms, max = 1.00ms, min = 0.00ms, total = 1.00ms\n\
+             Execution time:  mean = 1.00ms, total = 1.00ms\n\
+             Event stats:\n\
+             \tActorInfoGcsService.grpc_server.CreateActor - {creates} total (0 active), Execution time: mean = 1.00ms, total = {creates}.00ms, Queueing time: mean = 0.00ms, max = 0.00ms, min = 0.00ms, total = 0.00ms\n\
+             \tevent_loop_lag_probe - {probes} total (0 active), Execution time: mean = 0.01ms, total = 0.01ms, Queueing time: mean = {:.2}ms, max = 9.00ms, min = 0.00ms, total = {lag_ms:.2}ms\n",
+            lag_ms / probes as f64
+        )
+    };
+    // The older file holds the first two blocks.
+    std::fs::write(logs.join("gcs_server.out.1"), block(1, 3, 2, 4.0) + &block(2, 5, 4, 12.0)).unwrap();
+    std::fs::write(logs.join("gcs_server.out"), block(3, 9, 6, 32.0) + &block(4, 12, 8, 34.0)).unwrap();
+    let v = json(&[&dir], &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let gcs = v["latency"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["component"] == "gcs_server" && p["io_context"] == "Main service")
+        .expect("GCS")
+        .clone();
+    let create = gcs["handlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["handler"] == "ActorInfoGcsService.grpc_server.CreateActor");
+    assert_eq!(create.expect("CreateActor")["calls"], 12, "{gcs}");
+    assert_eq!(gcs["blocks"], 4);
+    assert_eq!(
+        (gcs["first"].as_str(), gcs["last"].as_str()),
+        (Some("2026-11-30T10:21:01.080Z"), Some("2026-11-30T10:21:04.080Z"))
+    );
+    // Interval lags: 2 ms printed, (12-4)/2 = 4, (32-12)/2 = 10, (34-32)/2 = 1.
+    assert_eq!(gcs["lag"], serde_json::json!({"first_s": 0.002, "last_s": 0.001, "max_s": 0.01}), "{gcs}");
+}

@@ -361,4 +361,78 @@ pub(crate) fn check_live(metrics: &str, paths: &[&Path], delivered: usize, failu
         got("raylog_ray_node_deaths_total"),
         got("raylog_ray_records_total"),
     );
+    check_gcs_handlers(&m, &h, paths[0].parent().unwrap_or(paths[0]), failures);
+}
+
+/// The live GCS handler counters (issue #25, part 5; Ray prints its blocks every
+/// second there): per (io_context, handler), the agent's
+/// `raylog_ray_handler_calls_total` equals the calls `raylog health` computes from
+/// the same files, the handlers past the cap adding up under `other`; and GCS's
+/// `CreateActor` total in the first session equals what Ray's state API listed after
+/// the workload created and killed its 200 actors (`gcs_actors.json`).
+fn check_gcs_handlers(m: &BTreeMap<String, u64>, h: &Value, dir: &Path, failures: &mut Vec<String>) {
+    let label = |k: &str, name: &str| {
+        let at = k.find(&format!("{name}=\"")).map(|i| i + name.len() + 2)?;
+        Some(k[at..].split('"').next()?.to_string())
+    };
+    let mut agent: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (k, v) in m.iter().filter(|(k, _)| k.starts_with("raylog_ray_handler_calls_total{")) {
+        if label(k, "component").as_deref() == Some("gcs_server") {
+            *agent
+                .entry((label(k, "io_context").unwrap_or_default(), label(k, "handler").unwrap_or_default()))
+                .or_default() += v;
+        }
+    }
+    let gcs: Vec<&Value> =
+        h["latency"]["processes"].as_array().into_iter().flatten().filter(|p| p["component"] == "gcs_server").collect();
+    let mut health: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for p in &gcs {
+        for row in p["handlers"].as_array().into_iter().flatten() {
+            let key =
+                (p["io_context"].as_str().unwrap_or("").to_string(), row["handler"].as_str().unwrap_or("").to_string());
+            *health.entry(key).or_default() += row["calls"].as_u64().unwrap_or(0);
+        }
+    }
+    let (mut named, mut other_want) = (0, 0);
+    for (key, calls) in &health {
+        match agent.get(key) {
+            Some(got) => {
+                named += 1;
+                if got != calls {
+                    failures.push(format!("gcs handlers: {key:?}: {got} calls on /metrics, raylog health {calls}"));
+                }
+            }
+            None => other_want += calls,
+        }
+    }
+    let other_got: u64 = agent.iter().filter(|(k, _)| k.1 == "other").map(|(_, v)| v).sum();
+    if other_got != other_want || named == 0 {
+        failures.push(format!(
+            "gcs handlers: `other` {other_got} on /metrics, {other_want} in raylog health's unnamed handlers ({named} named)"
+        ));
+    }
+    let Some(listed) =
+        std::fs::read(dir.join("gcs_actors.json")).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    else {
+        failures.push(format!("gcs handlers: the workload wrote no {}", dir.join("gcs_actors.json").display()));
+        return;
+    };
+    let session = listed["session"].as_str().unwrap_or("?");
+    let create = gcs
+        .iter()
+        .filter(|p| p["session"] == session && p["io_context"] == "Main service")
+        .flat_map(|p| p["handlers"].as_array().into_iter().flatten())
+        .filter(|r| r["handler"] == "ActorInfoGcsService.grpc_server.CreateActor")
+        .map(|r| r["calls"].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    let actors = listed["actors"].as_u64().unwrap_or(0);
+    if create != actors || actors < 200 {
+        failures.push(format!(
+            "gcs handlers: CreateActor {create} calls in {session}, Ray's state API lists {actors} actors"
+        ));
+    }
+    println!(
+        "live: gcs handlers: {} handler series, {named} named as raylog health, other {other_got}; CreateActor {create} = {actors} actors listed",
+        agent.len()
+    );
 }

@@ -3,11 +3,12 @@
     python workload.py run TEMP_DIR MANIFEST     # the whole scenario (the test calls this)
     python workload.py driver ENCODING JOB MANIFEST  # one job (run by `run`)
     python workload.py failing                   # a Jobs API entrypoint that dies of a task error
+    python workload.py actors OUT                # create and kill 200 actors, then list them (OUT: JSON)
     python workload.py stop TEMP_DIR             # stop the cluster under TEMP_DIR (only that one)
 
 `run` starts a real local Ray cluster with its temp dir at TEMP_DIR and small rotation
 limits, runs a JSON-logging job, a TEXT-logging job and a Jobs API submission whose
-task raises, stops Ray, then starts it again (a second session appears under the same
+task raises, makes GCS busy by creating and killing 200 actors, stops Ray, then starts it again (a second session appears under the same
 temp root while the agent watches) and runs one more job before stopping for good.
 
 Every line the workload itself writes carries a unique token `LIVE-<job>-<n>` and the
@@ -41,6 +42,9 @@ def ray_env():
         RAY_ROTATION_MAX_BYTES=str(ROTATION_BYTES),
         # Keep every rotated file: the test compares what arrived with what is on disk.
         RAY_ROTATION_BACKUP_COUNT="1000",
+        # GCS, raylets and core workers print their `Event stats:` blocks every
+        # second (Ray's default: a minute), for the latency checks (issue #25).
+        RAY_event_stats_print_interval_ms="1000",
         PATH=BIN + os.pathsep + env.get("PATH", ""),
     )
     return env
@@ -121,7 +125,10 @@ def run(temp_dir, manifest):
         assert failed.returncode != 0, "the failing job succeeded"
         with open(manifest, "a") as m:
             m.write(json.dumps({"tok": "LIVE-fail-0", "kind": "task-error"}) + "\n")
-        time.sleep(2)  # let log_monitor and the C++ writers flush before stopping
+        # Last in the session: nothing creates an actor after the listing, so GCS's
+        # last block holds every CreateActor call the listing counts.
+        sh([sys.executable, HERE, "actors", os.path.join(os.path.dirname(manifest), "gcs_actors.json")])
+        time.sleep(3)  # a block after the listing; log_monitor and the C++ writers flush
     finally:
         stop_ray(temp_dir)
     time.sleep(1)
@@ -250,6 +257,34 @@ def actor_story(ray, Phoenix, job):
     return rows
 
 
+def actors(out, total=200, wave=25):
+    """Creates `total` actors, `wave` at a time (each is a worker process), waits
+    for each to answer, kills them, and writes what Ray's state API lists: every
+    actor of the session so far (these, the Phoenixes, the job supervisor), so GCS's
+    `ActorInfoGcsService.grpc_server.CreateActor` total must equal `actors`."""
+    import ray
+    from ray.util.state import list_actors
+
+    ray.init(address="auto")
+
+    @ray.remote(num_cpus=0)
+    class Busy:
+        def ping(self):
+            return os.getpid()
+
+    for _ in range(total // wave):
+        wave_actors = [Busy.remote() for _ in range(wave)]
+        ray.get([a.ping.remote() for a in wave_actors])
+        for a in wave_actors:
+            ray.kill(a)
+    listed = list_actors(limit=10_000, raise_on_missing_output=False)
+    session = ray._private.worker._global_node.session_name
+    with open(out, "w") as f:
+        json.dump({"session": session, "actors": len(listed), "busy": total}, f)
+    print(f"+ {total} actors created and killed; the state API lists {len(listed)} in {session}", flush=True)
+    ray.shutdown()
+
+
 def failing():
     import ray
 
@@ -270,6 +305,8 @@ if __name__ == "__main__":
         driver(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "failing":
         failing()
+    elif cmd == "actors":
+        actors(sys.argv[2])
     elif cmd == "stop":
         stop_ray(sys.argv[2])
     else:
