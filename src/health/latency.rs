@@ -8,7 +8,9 @@
 //! difference between its blocks, by the rule the agent's counters use too
 //! ([`raylog_parsers::event_stats::Handler::since`]): a process's first block whole,
 //! each later one by its difference from the one before, a block whose totals went
-//! down as a restart.
+//! down as a restart. "Before" is in time: files are read in name order
+//! (`gcs_server.out` before `gcs_server.out.1`), so each file's blocks are kept as a
+//! segment and the segments joined in time order at the end.
 //! `calls` here then equals the agent's `raylog_ray_handler_calls_total` on the same
 //! files. A block's lag is `event_loop_lag_probe`'s mean queueing time over the
 //! interval since the block before.
