@@ -169,13 +169,22 @@ fn add_block(seg: &mut Segment, b: &Block<'_>, t: Option<Timestamp>) {
             }
         } else {
             // A handler first seen after the file's first block had no calls before.
-            *seg.added.entry(h.name.to_string()).or_default() += h.since(last);
+            *slot(&mut seg.added, h.name) += h.since(last);
             if h.name == LAG_PROBE {
                 seg.lags.extend(h.interval_lag(last));
             }
         }
-        seg.tail.insert(h.name.to_string(), h.totals());
+        *slot(&mut seg.tail, h.name) = h.totals();
     }
+}
+
+/// `map[name]`, inserted as zero the first time: a name is copied once per file,
+/// not once per block.
+fn slot<'m>(map: &'m mut BTreeMap<String, Totals>, name: &str) -> &'m mut Totals {
+    if !map.contains_key(name) {
+        map.insert(name.to_string(), Totals::default());
+    }
+    map.get_mut(name).expect("inserted above")
 }
 
 /// A process's io_context over the window: its segments joined in time order.

@@ -208,8 +208,7 @@ impl RealLoki {
     /// and their stream labels with the structured metadata merged in (as Loki
     /// answers without `categorize-labels`).
     pub fn entries(&self, query: &str) -> Vec<(String, BTreeMap<String, String>)> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
-        let (start, end) = (now - 7 * 86_400 * 1_000_000_000, now + 600 * 1_000_000_000);
+        let (start, end) = last_week();
         self.page(query, start, end, 5000).into_iter().map(|e| (e.1, e.2)).collect()
     }
 
@@ -230,8 +229,8 @@ impl RealLoki {
     /// structured-metadata pairs (OTLP's attributes) make a 5000-entry answer larger
     /// than the 4 MiB Loki's querier may pass its frontend (the query then times out).
     pub fn all_entries_by(&self, selector: &str, limit: usize) -> Vec<(i64, String, BTreeMap<String, String>)> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
-        let mut windows = vec![(now - 7 * 86_400 * 1_000_000_000, now + 600 * 1_000_000_000, limit)];
+        let (start, end) = last_week();
+        let mut windows = vec![(start, end, limit)];
         let mut out = vec![];
         while let Some((start, end, limit)) = windows.pop() {
             let page = self.page(selector, start, end, limit);
@@ -268,6 +267,12 @@ impl RealLoki {
         }
         out
     }
+}
+
+/// The queries' window (Unix ns): seven days ago to ten minutes ahead.
+fn last_week() -> (i64, i64) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    (now - 7 * 86_400 * 1_000_000_000, now + 600 * 1_000_000_000)
 }
 
 fn encode(s: &str) -> String {

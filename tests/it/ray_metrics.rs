@@ -411,11 +411,21 @@ fn check_gcs_handlers(m: &BTreeMap<String, u64>, h: &Value, dir: &Path, failures
             "gcs handlers: `other` {other_got} on /metrics, {other_want} in raylog health's unnamed handlers ({named} named)"
         ));
     }
+    let create = check_create_actor(&gcs, dir, failures);
+    println!(
+        "live: gcs handlers: {} handler series, {named} named as raylog health, other {other_got}; {create}",
+        agent.len()
+    );
+}
+
+/// GCS's `CreateActor` calls in the session the workload's `gcs_actors.json` names
+/// equal the actors Ray's state API listed there (at least its 200); what was seen.
+fn check_create_actor(gcs: &[&Value], dir: &Path, failures: &mut Vec<String>) -> String {
     let Some(listed) =
         std::fs::read(dir.join("gcs_actors.json")).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok())
     else {
         failures.push(format!("gcs handlers: the workload wrote no {}", dir.join("gcs_actors.json").display()));
-        return;
+        return "no gcs_actors.json".into();
     };
     let session = listed["session"].as_str().unwrap_or("?");
     let create = gcs
@@ -431,8 +441,5 @@ fn check_gcs_handlers(m: &BTreeMap<String, u64>, h: &Value, dir: &Path, failures
             "gcs handlers: CreateActor {create} calls in {session}, Ray's state API lists {actors} actors"
         ));
     }
-    println!(
-        "live: gcs handlers: {} handler series, {named} named as raylog health, other {other_got}; CreateActor {create} = {actors} actors listed",
-        agent.len()
-    );
+    format!("CreateActor {create} = {actors} actors listed")
 }
