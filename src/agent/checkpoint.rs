@@ -7,9 +7,9 @@
 //! every sink, with the parser context in force there, so a restart resumes exactly:
 //! nothing acknowledged is re-sent except the batch in flight when the agent died.
 //!
-//! On disk (version 2), so that saving costs what changed, not what exists:
-//! - `checkpoints.json`: a snapshot, a header line `{"version":2,"generation":G}`
-//!   then one file per line;
+//! On disk (version 3), so that saving costs what changed, not what exists:
+//! - `checkpoints.json`: a snapshot, a header line `{"version":3,"generation":G}`
+//!   then one file per line, as a flat array ([`flat`]: about 60 bytes a file);
 //! - `checkpoints.G.journal`: the files that changed since, one per line, appended
 //!   and fsynced at each save. A torn last line (a crash mid-write) is ignored.
 //!
@@ -18,10 +18,12 @@
 //! the next generation; the old journal is then deleted. A crash at any point leaves
 //! either the old snapshot with its journal or the new one. The merge streams the
 //! snapshot, so memory follows the journal, not the number of files, and drops files
-//! gone for longer than `source.forget_after`. Version 1 (one pretty-printed JSON
-//! document) is read, and replaced by version 2 at the first save.
+//! gone for longer than `source.forget_after`. Versions 1 (one pretty-printed JSON
+//! document) and 2 (a named object per line, twice the size) are read, and replaced
+//! by version 3 at the first save.
 
 mod disk;
+mod flat;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +34,7 @@ pub use disk::{load, SaveBatch, Saved};
 
 /// Bytes of a file's start that identify it.
 pub const FINGERPRINT_MAX: u64 = 1024;
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const SNAPSHOT: &str = "checkpoints.json";
 
 /// `(device, inode)`.

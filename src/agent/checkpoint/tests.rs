@@ -22,6 +22,9 @@ fn cp(ino: u64, offset: u64) -> FileCheckpoint {
     }
 }
 
+/// Files whose first save alone passes the journal's 1 MiB merge threshold.
+const MERGED: u64 = 50_000;
+
 fn files(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
         std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
@@ -69,8 +72,8 @@ fn offsets_never_go_back_for_the_same_file() {
 fn a_save_writes_what_changed_and_merges_the_journal_when_it_grows() {
     let dir = tmpdir("journal");
     let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
-    // 20,000 files: one save of them all, merged at once (over 1 MiB of journal).
-    for i in 0..20_000 {
+    // One save of them all, merged at once (over 1 MiB of journal).
+    for i in 0..MERGED {
         s.update(cp(i, i));
     }
     s.save().unwrap();
@@ -83,7 +86,7 @@ fn a_save_writes_what_changed_and_merges_the_journal_when_it_grows() {
     assert!(journal < 200, "a save of one file wrote {journal} bytes");
     assert_eq!(std::fs::metadata(dir.join(SNAPSHOT)).unwrap().len(), snapshot);
     let all = load(&dir).unwrap();
-    assert_eq!(all.len(), 20_000);
+    assert_eq!(all.len() as u64, MERGED);
     assert_eq!(all[&FileKey { dev: 1, ino: 7 }].offset, 700);
     // Nothing changed: nothing written.
     assert!(!s.is_dirty());
@@ -94,7 +97,7 @@ fn a_save_writes_what_changed_and_merges_the_journal_when_it_grows() {
 fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     let dir = tmpdir("crash");
     let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
-    for i in 0..20_000 {
+    for i in 0..MERGED {
         s.update(cp(i, 1));
     }
     s.save().unwrap();
@@ -111,7 +114,7 @@ fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     s.update(cp(3, 9));
     s.save().unwrap();
     let all = load(&dir).unwrap();
-    assert_eq!((all[&FileKey { dev: 1, ino: 3 }].offset, all.len()), (9, 20_000));
+    assert_eq!((all[&FileKey { dev: 1, ino: 3 }].offset, all.len() as u64), (9, MERGED));
     // A merge cut short before its rename: the temp file is ignored.
     std::fs::write(dir.join("checkpoints.json.tmp"), "{\"version\":2,\"generation\":2}\n{\"trunc").unwrap();
     assert_eq!(load(&dir).unwrap(), all);
@@ -119,7 +122,7 @@ fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     // its own (absent) journal, not the old one.
     let snapshot = std::fs::read(dir.join(SNAPSHOT)).unwrap();
     let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
-    for i in 0..20_000 {
+    for i in 0..MERGED {
         s.update(cp(i, 2));
     }
     std::fs::write(dir.join("checkpoints.1.journal.keep"), std::fs::read(&journal).unwrap()).unwrap();
@@ -127,8 +130,8 @@ fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
     assert!(std::fs::read(dir.join(SNAPSHOT)).unwrap() != snapshot);
     std::fs::rename(dir.join("checkpoints.1.journal.keep"), &journal).unwrap();
     let after = load(&dir).unwrap();
-    // Every file the 20,000 updates named, each at the offset the new snapshot has.
-    assert_eq!(after.len(), 20_000);
+    // Every file the updates named, each at the offset the new snapshot has.
+    assert_eq!(after.len() as u64, MERGED);
     assert!(after.values().all(|c| c.offset == 2), "the old journal is not replayed over the new snapshot");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -167,7 +170,7 @@ fn version_1_is_read_and_rewritten_at_the_first_save() {
     assert!(s.is_dirty(), "the old format is rewritten");
     s.save().unwrap();
     let text = std::fs::read_to_string(dir.join(SNAPSHOT)).unwrap();
-    assert!(text.starts_with("{\"version\":2,\"generation\":1}\n"), "{text}");
+    assert!(text.starts_with("{\"version\":3,\"generation\":1}\n"), "{text}");
     assert_eq!(load(&dir).unwrap(), all);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -188,5 +191,92 @@ fn files_gone_longer_than_forget_after_are_forgotten() {
     let mut left: Vec<u64> = load(&dir).unwrap().keys().map(|k| k.ino).collect();
     left.sort();
     assert_eq!(left, [2, 3]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_flat_form_keeps_every_field_and_leaves_out_trailing_defaults() {
+    let mut all = cp(1_204_225, 160);
+    all.key.dev = 65024;
+    all.fingerprint = Fingerprint { len: 1024, hash: u64::MAX };
+    all.gone_since = 1_796_216_300;
+    all.last_time_ns = Some(-5);
+    let ctx = |job: Option<&str>, task_id: Option<&str>| {
+        Some(Box::new(SavedContext {
+            job_id: job.map(Into::into),
+            task_id: task_id.map(Into::into),
+            ..Default::default()
+        }))
+    };
+    let mut cases = vec![cp(3, 0), all.clone()];
+    let mut gone = cp(4, 9);
+    gone.gone_since = 12;
+    let mut timed = cp(5, 9);
+    timed.last_time_ns = Some(1_796_029_536_393_944_816);
+    let mut ctx_only = cp(6, 9);
+    ctx_only.context = ctx(None, Some("a\"b"));
+    all.context = ctx(Some("01000000"), Some("t"));
+    cases.extend([gone, timed, ctx_only, all]);
+    for c in &cases {
+        let text = serde_json::to_string(&flat::Flat(c)).unwrap();
+        let back: flat::Entry = serde_json::from_str(&text).unwrap();
+        assert_eq!(&back.0, c, "{text}");
+    }
+    let finished = serde_json::to_string(&flat::Flat(&cases[0])).unwrap();
+    assert_eq!(finished, format!("[1,3,10,99,0,{}]", cases[0].updated));
+    let text = |i: usize| serde_json::to_string(&flat::Flat(&cases[i])).unwrap();
+    assert!(text(2).ends_with(",12]"), "gone_since alone: {}", text(2));
+    assert!(text(3).ends_with(",0,1796029536393944816]"), "{}", text(3));
+    assert!(text(4).ends_with(",0,null,null,null,null,\"a\\\"b\"]"), "{}", text(4));
+    for bad in ["[1,2,3]", "[1,2,3,4,5,6,0,null,null,null,null,null,7]", "[1,2,3,4,5,-6]"] {
+        assert!(serde_json::from_str::<flat::Entry>(bad).is_err(), "{bad} was read");
+    }
+}
+
+#[test]
+fn version_2_is_read_with_a_journal_in_either_form_and_rewritten_flat() {
+    let dir = tmpdir("v2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let old = |ino: u64, offset: u64| {
+        format!(
+            r#"{{"key":{{"dev":1,"ino":{ino}}},"fingerprint":{{"len":10,"hash":99}},"offset":{offset},"context":{{"job_id":"01000000"}},"last_time_ns":7,"updated":5}}"#
+        )
+    };
+    let snapshot = format!("{{\"version\":2,\"generation\":4}}\n{}\n{}\n", old(1, 10), old(2, 20));
+    std::fs::write(dir.join(SNAPSHOT), snapshot).unwrap();
+    // The journal an older raylog began, then a line this one appended.
+    std::fs::write(dir.join("checkpoints.4.journal"), format!("{}\n[1,3,10,99,30,5]\n", old(2, 25))).unwrap();
+    let all = load(&dir).unwrap();
+    let offsets = |m: &HashMap<FileKey, FileCheckpoint>| {
+        let mut v: Vec<(u64, u64)> = m.values().map(|c| (c.key.ino, c.offset)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(offsets(&all), [(1, 10), (2, 25), (3, 30)]);
+    let one = &all[&FileKey { dev: 1, ino: 1 }];
+    assert_eq!((one.last_time_ns, one.context.as_ref().unwrap().job_id.as_deref()), (Some(7), Some("01000000")));
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
+    assert!(s.is_dirty(), "version 2 is rewritten");
+    s.save().unwrap();
+    let text = std::fs::read_to_string(dir.join(SNAPSHOT)).unwrap();
+    assert!(text.starts_with("{\"version\":3,\"generation\":5}\n[1,1,10,99,10,5,0,7,\"01000000\"]\n"), "{text}");
+    assert_eq!(load(&dir).unwrap(), all);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_finished_file_takes_under_64_bytes_on_disk() {
+    let dir = tmpdir("size");
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
+    // Inodes and hashes of a real 100,000-file node: 8-digit inodes, 20-digit hashes.
+    for i in 0..20_000u64 {
+        let mut c = cp(11_693_446 + i, 160);
+        c.key.dev = 65024;
+        c.fingerprint = Fingerprint { len: 160, hash: u64::MAX - i * 7_919 };
+        s.update(c);
+    }
+    s.save().unwrap();
+    let bytes = std::fs::metadata(dir.join(SNAPSHOT)).unwrap().len();
+    assert!(bytes / 20_000 < 64, "{} bytes per file", bytes / 20_000);
     let _ = std::fs::remove_dir_all(&dir);
 }
