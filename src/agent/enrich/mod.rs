@@ -9,8 +9,10 @@
 //!
 //! The agent reads as files grow, so a record can arrive before what names its ids.
 //! This module is the agent's half:
-//! - [`route`]: each parsed record goes into the batch with its document id, or into
-//!   the hold when an id it must carry is not known yet;
+//! - [`route`]: the stage as one value ([`Enrich`]: batch, hold, Ray counters),
+//!   which the source owns and hands each parsed record; the record goes into the
+//!   batch with its document id, or into the hold when an id it must carry is not
+//!   known yet;
 //! - [`hold`]: an actor worker's output waits (bounded in count and time) for the
 //!   line naming its actor, a new session's first records for raylet to name the
 //!   node; late correlation never turns into loss: on timeout they go out as they are;
@@ -21,7 +23,7 @@ pub mod node;
 pub mod route;
 
 pub use hold::Hold;
-pub use route::Router;
+pub use route::{Enrich, FileRoute, Router};
 
 #[cfg(test)]
 mod tests;

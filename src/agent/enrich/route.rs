@@ -3,6 +3,7 @@
 //! worker's output, or the node id of a session whose raylet has not announced it
 //! (GCS and dashboard write before raylet starts). Once one record of a file is
 //! held, the file's later records are held behind it, so a file keeps its order.
+//! [`Enrich`] is the stage as one value; a [`Router`] is its view of one file.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,62 +15,60 @@ use crate::agent::batch::{doc_id_from, Batch};
 use crate::agent::checkpoint::FileKey;
 use crate::agent::ray_metrics::RayCounter;
 
-/// Routes the records of one file during one read.
-pub struct Router<'a> {
-    batch: &'a mut Batch,
-    hold: &'a mut Hold,
-    ray: &'a mut RayCounter,
-    /// The file's component slot in the Ray record counters.
-    component: usize,
-    held_file: bool,
-    key: FileKey,
-    meta: Arc<FileMeta>,
-    /// Document-id hash state after the file's identity.
-    seed: u128,
-    now: i64,
-    /// Records without a node id wait for it until then (a new session, briefly).
-    wait_node: Option<Instant>,
+/// The enrich stage, one value owned by the source: the batch being filled, the
+/// hold, the Ray record counters, and how long actor output waits. The source hands
+/// it every parsed record, in one place ([`Enrich::file`], then [`Router::route`]).
+pub struct Enrich {
+    pub batch: Batch,
+    pub hold: Hold,
+    pub ray: RayCounter,
     actor_hold: Duration,
 }
 
-impl<'a> Router<'a> {
-    /// The records of the file `key`, whose document ids derive from `seed` (see
-    /// [`crate::agent::batch::doc_id_seed`]). `wait_node`: until when records
-    /// without a node id wait for it.
-    pub fn new(
-        batch: &'a mut Batch,
-        hold: &'a mut Hold,
-        ray: &'a mut RayCounter,
-        (key, meta, seed): (FileKey, Arc<FileMeta>, u128),
-        wait_node: Option<Instant>,
-        actor_hold: Duration,
-    ) -> Router<'a> {
-        let component = ray.component(&meta.component);
-        Router {
-            held_file: hold.holds_file(&key),
-            seed,
-            key,
-            meta,
-            now: now_ns(),
-            wait_node,
-            actor_hold,
-            batch,
-            hold,
-            ray,
-            component,
-        }
+/// What routing needs of one file: its key, its metadata, the seed of its document
+/// ids (see [`crate::agent::batch::doc_id_seed`]), and until when its records
+/// without a node id wait for it (a new session, briefly).
+pub struct FileRoute {
+    pub key: FileKey,
+    pub meta: Arc<FileMeta>,
+    pub seed: u128,
+    pub wait_node: Option<Instant>,
+}
+
+impl Enrich {
+    pub fn new(batch: Batch, ray: RayCounter, actor_hold: Duration) -> Enrich {
+        Enrich { batch, hold: Hold::default(), ray, actor_hold }
     }
 
+    /// Routes the records of one file during one read.
+    pub fn file(&mut self, f: FileRoute) -> Router<'_> {
+        let component = self.ray.component(&f.meta.component);
+        Router { held_file: self.hold.holds_file(&f.key), component, now: now_ns(), f, enrich: self }
+    }
+}
+
+/// The records of one file during one read, on their way into the batch or the hold.
+pub struct Router<'a> {
+    enrich: &'a mut Enrich,
+    f: FileRoute,
+    /// The file's component slot in the Ray record counters.
+    component: usize,
+    held_file: bool,
+    now: i64,
+}
+
+impl Router<'_> {
     pub fn route(&mut self, r: &Record<'_>) {
+        let e = &mut *self.enrich;
         // Counted here, once: a held record is released into the batch, not routed again.
-        self.ray.count(self.component, r);
-        let node_until = self.wait_node.filter(|_| r.ids.node_id.is_none());
+        e.ray.count(self.component, r);
+        let node_until = self.f.wait_node.filter(|_| r.ids.node_id.is_none());
         if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
-            let wait = Wait { until: Instant::now() + self.actor_hold, node_until };
-            self.hold.push(r, self.key, self.seed, self.meta.clone(), wait);
+            let wait = Wait { until: Instant::now() + e.actor_hold, node_until };
+            e.hold.push(r, self.f.key, self.f.seed, self.f.meta.clone(), wait);
             self.held_file = true;
         } else {
-            self.batch.push(r, self.now, doc_id_from(self.seed, r.offset, r.message));
+            e.batch.push(r, self.now, doc_id_from(self.f.seed, r.offset, r.message));
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use raylog_parsers::{classify, Correlator, FileParser, Id, Options};
 
-use super::{Hold, Router};
+use super::{Enrich, FileRoute, Hold};
 use crate::agent::batch::{doc_id_seed, Batch, NodeIdentity};
 use crate::agent::checkpoint::FileKey;
 use crate::agent::metrics::Metrics;
@@ -29,9 +29,7 @@ const HOLD: Duration = Duration::from_secs(10);
 /// One actor worker's file (and another's), parsed chunk by chunk through a router
 /// into a batch and the hold, as the reader does.
 struct Rig {
-    batch: Batch,
-    hold: Hold,
-    ray: RayCounter,
+    e: Enrich,
     corr: Correlator,
     parser: FileParser,
     meta: Arc<raylog_parsers::FileMeta>,
@@ -49,9 +47,7 @@ impl Rig {
         let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
         let other = Arc::new(classify(&format!("worker-{OTHER_WORKER}-01000000-4343.out"), Some("session_x")));
         Rig {
-            batch: Batch::new(1, node),
-            hold: Hold::default(),
-            ray: ray_counter(),
+            e: Enrich::new(Batch::new(1, node), ray_counter(), HOLD),
             corr: Correlator::new(),
             parser: FileParser::new((*meta).clone(), None, None),
             meta,
@@ -65,8 +61,8 @@ impl Rig {
     /// `[before + HOLD, after + HOLD]`.
     fn read(&mut self, text: &str) -> (Instant, Instant) {
         let before = Instant::now();
-        let parts = (self.key, self.meta.clone(), doc_id_seed("1:2"));
-        let mut router = Router::new(&mut self.batch, &mut self.hold, &mut self.ray, parts, None, HOLD);
+        let parts = FileRoute { key: self.key, meta: self.meta.clone(), seed: doc_id_seed("1:2"), wait_node: None };
+        let mut router = self.e.file(parts);
         let opts = Options::default();
         self.parser.push(text.as_bytes(), &mut self.corr, &opts, &mut |r| router.route(r));
         self.parser.flush(&mut self.corr, &opts, &mut |r| router.route(r));
@@ -76,8 +72,8 @@ impl Rig {
     /// [`Rig::read`] for the other worker's file.
     fn read_other(&mut self, text: &str) -> (Instant, Instant) {
         let before = Instant::now();
-        let parts = (OTHER_KEY, self.other.1.clone(), doc_id_seed("1:3"));
-        let mut router = Router::new(&mut self.batch, &mut self.hold, &mut self.ray, parts, None, HOLD);
+        let parts = FileRoute { key: OTHER_KEY, meta: self.other.1.clone(), seed: doc_id_seed("1:3"), wait_node: None };
+        let mut router = self.e.file(parts);
         let opts = Options::default();
         self.other.0.push(text.as_bytes(), &mut self.corr, &opts, &mut |r| router.route(r));
         self.other.0.flush(&mut self.corr, &opts, &mut |r| router.route(r));
@@ -88,7 +84,7 @@ impl Rig {
     /// The other worker's messages start with "other".
     fn release(&mut self, now: Instant) -> Vec<(String, Option<String>)> {
         let mut out = vec![];
-        self.hold.release(now, &self.corr, &|_| None, false, usize::MAX, &mut |r, key, seed| {
+        self.e.hold.release(now, &self.corr, &|_| None, false, usize::MAX, &mut |r, key, seed| {
             let other = r.message.starts_with("other");
             assert_eq!(key, if other { OTHER_KEY } else { FileKey { dev: 1, ino: 2 } });
             let want = doc_id_seed(if other { "1:3" } else { "1:2" });
@@ -114,8 +110,8 @@ fn an_actors_output_waits_for_its_actor_and_goes_out_tagged() {
     let (_, after) = rig.read(":actor_name:Counter\nprint 0\nprint 1\n");
     // Another actor's print, read later: it waits for its own actor, never learned.
     let (_, other_after) = rig.read_other(":actor_name:Other\nother 0\n");
-    assert_eq!(rig.batch.len(), 0, "an actor's print went out before its actor was known");
-    assert_eq!(rig.hold.len(), 3);
+    assert_eq!(rig.e.batch.len(), 0, "an actor's print went out before its actor was known");
+    assert_eq!(rig.e.hold.len(), 3);
     assert_eq!(rig.release(after), vec![], "released with the actor still unknown and the wait not over");
     rig.learn_actor();
     assert_eq!(rig.release(after), msgs(&[("print 0", Some(ACTOR)), ("print 1", Some(ACTOR))]));
@@ -123,9 +119,9 @@ fn an_actors_output_waits_for_its_actor_and_goes_out_tagged() {
     // after `after`), releasing again gives nothing, and once its wait is over only
     // it goes out.
     assert_eq!(rig.release(after), vec![], "released twice");
-    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.e.hold.len(), 1);
     assert_eq!(rig.release(other_after + HOLD), msgs(&[("other 0", None)]), "released twice");
-    assert!(rig.hold.is_empty());
+    assert!(rig.e.hold.is_empty());
 }
 
 #[test]
@@ -136,52 +132,52 @@ fn an_unknown_actors_output_goes_out_untagged_after_actor_hold() {
     // sleep): its wait ends strictly after the first two's.
     while Instant::now() <= after {}
     let (_, after2) = rig.read("print 2\n");
-    assert_eq!(rig.hold.len(), 3);
+    assert_eq!(rig.e.hold.len(), 3);
     // Just inside the wait (it began at `before` at the earliest): still held.
     assert_eq!(rig.release(before + HOLD - Duration::from_millis(1)), vec![]);
-    assert_eq!(rig.hold.len(), 3);
+    assert_eq!(rig.e.hold.len(), 3);
     // Past it (it began at `after` at the latest): out, untagged, in order.
     assert_eq!(rig.release(after + HOLD), msgs(&[("print 0", None), ("print 1", None)]));
     // "print 2" still waits; releasing again gives nothing, and once its wait is
     // over only it goes out.
     assert_eq!(rig.release(after + HOLD), vec![], "released twice");
-    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.e.hold.len(), 1);
     assert_eq!(rig.release(after2 + HOLD), msgs(&[("print 2", None)]), "released twice");
-    assert!(rig.hold.is_empty());
+    assert!(rig.e.hold.is_empty());
 }
 
 #[test]
 fn a_files_later_records_stay_behind_its_held_ones() {
     let mut rig = Rig::new();
     let (_, after) = rig.read(":actor_name:Counter\nprint 0\n");
-    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.e.hold.len(), 1);
     rig.learn_actor();
     // Parsed now, this record is tagged at once and need not wait for anything; but
     // "print 0" is still held (not released yet), so it must wait behind it.
     rig.read("print 1\n");
-    assert_eq!(rig.batch.len(), 0, "a later record overtook a held one of its file");
-    assert_eq!(rig.hold.len(), 2);
+    assert_eq!(rig.e.batch.len(), 0, "a later record overtook a held one of its file");
+    assert_eq!(rig.e.hold.len(), 2);
     assert_eq!(rig.release(after), msgs(&[("print 0", Some(ACTOR)), ("print 1", Some(ACTOR))]));
     // Once the hold has nothing of the file, its records go straight to the batch.
     rig.read("print 2\n");
-    assert_eq!(rig.batch.len(), 1);
-    assert!(rig.hold.is_empty());
+    assert_eq!(rig.e.batch.len(), 1);
+    assert!(rig.e.hold.is_empty());
 }
 
 #[test]
 fn other_files_are_not_held_behind_an_actors_output() {
     let mut rig = Rig::new();
     rig.read(":actor_name:Counter\nprint 0\n");
-    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.e.hold.len(), 1);
     let raylet = Arc::new(classify("raylet.out", Some("session_x")));
     let mut p = FileParser::new((*raylet).clone(), None, None);
-    let parts = (FileKey { dev: 1, ino: 3 }, raylet, doc_id_seed("1:3"));
-    let mut router = Router::new(&mut rig.batch, &mut rig.hold, &mut rig.ray, parts, None, HOLD);
+    let parts = FileRoute { key: FileKey { dev: 1, ino: 3 }, meta: raylet, seed: doc_id_seed("1:3"), wait_node: None };
+    let mut router = rig.e.file(parts);
     let line = b"[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: work\n";
     p.push(line, &mut rig.corr, &Options::default(), &mut |r| router.route(r));
     p.flush(&mut rig.corr, &Options::default(), &mut |r| router.route(r));
-    assert_eq!(rig.batch.len(), 1, "raylet's record waited behind a worker's");
-    assert_eq!(rig.hold.len(), 1);
+    assert_eq!(rig.e.batch.len(), 1, "raylet's record waited behind a worker's");
+    assert_eq!(rig.e.hold.len(), 1);
 }
 
 /// Release keeps a file's order too: a later record that is ready (it waits for
@@ -192,31 +188,31 @@ fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
     let meta = Arc::new(classify("gcs_server.out", Some("session_x")));
     let key = FileKey { dev: 1, ino: 4 };
     let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
-    let (mut batch, mut hold, mut corr) = (Batch::new(1, node), Hold::default(), Correlator::new());
-    let mut ray = ray_counter();
+    let (mut e, mut corr) = (Enrich::new(Batch::new(1, node), ray_counter(), HOLD), Correlator::new());
     let mut p = FileParser::new((*meta).clone(), None, None);
     let opts = Options::default();
     let line = |m: &str| format!("[2026-11-30 09:05:33,150 I 4214 4214] gcs_server.cc:1: {m}\n");
     let now = Instant::now();
     // Read while the node is awaited: "first" waits for it (for an hour at most).
     let node_until = Some(now + Duration::from_secs(3600));
-    let parts = (key, meta.clone(), doc_id_seed("1:4"));
-    let mut router = Router::new(&mut batch, &mut hold, &mut ray, parts.clone(), node_until, HOLD);
+    let parts = |wait_node| FileRoute { key, meta: meta.clone(), seed: doc_id_seed("1:4"), wait_node };
+    let mut router = e.file(parts(node_until));
     p.push(line("first").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
     p.flush(&mut corr, &opts, &mut |r| router.route(r));
     // Read after the session's node wait ended: "second" waits for nothing, but is
     // held behind "first".
-    let mut router = Router::new(&mut batch, &mut hold, &mut ray, parts, None, HOLD);
+    let mut router = e.file(parts(None));
     p.push(line("second").as_bytes(), &mut corr, &opts, &mut |r| router.route(r));
     p.flush(&mut corr, &opts, &mut |r| router.route(r));
-    assert_eq!((batch.len(), hold.len()), (0, 2));
+    assert_eq!((e.batch.len(), e.hold.len()), (0, 2));
+    let hold = &mut e.hold;
     let release = |hold: &mut Hold, node: Option<Id>| {
         let mut out = vec![];
         hold.release(now, &corr, &|_| node, false, usize::MAX, &mut |r, _, _| out.push(r.message.to_string()));
         out
     };
-    assert_eq!(release(&mut hold, None), Vec::<String>::new(), "a later record overtook a waiting one");
+    assert_eq!(release(hold, None), Vec::<String>::new(), "a later record overtook a waiting one");
     let n = Id::parse(b"e9e1cbd2e1ad6c8a3e9c4bd5c1a5b3f0f2e4d6c8a0b2c4d6e6bd7f6c").unwrap();
-    assert_eq!(release(&mut hold, Some(n)), ["first", "second"]);
+    assert_eq!(release(hold, Some(n)), ["first", "second"]);
     assert!(hold.is_empty());
 }

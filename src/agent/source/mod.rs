@@ -52,7 +52,7 @@ use crate::agent::batch::{doc_id_from, Batch, NodeIdentity, Recycler};
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, SavedContext};
 use crate::agent::config::Config;
 use crate::agent::enrich::route::now_ns;
-use crate::agent::enrich::Hold;
+use crate::agent::enrich::Enrich;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{Cut, Dispatcher};
 use crate::agent::ray_metrics::RayCounter;
@@ -103,10 +103,8 @@ pub struct Source {
     /// Where a file found is resumed from: checkpoints loaded at start and not yet
     /// matched with a file, and the positions of files forgotten since (see [`gone`]).
     resume: HashMap<FileKey, FileCheckpoint>,
-    hold: Hold,
-    /// Ray health counters, counted as records are routed.
-    ray: RayCounter,
-    batch: Batch,
+    /// The enrich stage: the batch being filled, the hold, the Ray counters.
+    enrich: Enrich,
     batch_started: Instant,
     /// Files whose checkpoint moved since the last cut.
     dirty: HashSet<FileKey>,
@@ -158,7 +156,7 @@ impl Source {
         let first_start = resume.is_empty();
         let ray = RayCounter::new(metrics.clone(), &cfg.node.name);
         Source {
-            batch: Batch::new(0, node).needing(cfg.batch_needs()),
+            enrich: Enrich::new(Batch::new(0, node).needing(cfg.batch_needs()), ray, cfg.source.actor_hold),
             corr: Correlator::with_zone(cfg.source.parse.zone.clone()),
             cfg,
             out,
@@ -169,8 +167,6 @@ impl Source {
             table: Table::default(),
             dirs: Vec::new(),
             resume,
-            hold: Hold::default(),
-            ray,
             batch_started: now,
             dirty: HashSet::new(),
             seq: 0,
@@ -264,8 +260,9 @@ impl Source {
         }
         if big {
             self.recycler.clear();
-            if self.batch.is_empty() {
-                self.batch = Batch::new(self.seq, self.batch.node.clone()).needing(self.cfg.batch_needs());
+            if self.enrich.batch.is_empty() {
+                self.enrich.batch =
+                    Batch::new(self.seq, self.enrich.batch.node.clone()).needing(self.cfg.batch_needs());
             }
             crate::agent::trim_heap();
         }
@@ -287,18 +284,24 @@ impl Source {
     /// into the batch, cutting it as it fills: a long wait (a sink outage, a backlog
     /// read at full speed) can release thousands at once.
     fn release_held(&mut self, force: bool) {
-        if self.hold.is_empty() {
+        if self.enrich.hold.is_empty() {
             return;
         }
         let ts = now_ns();
         loop {
-            let (batch, dirty, dirs, table) = (&mut self.batch, &mut self.dirty, &self.dirs, &self.table);
+            let (batch, dirty, dirs, table) = (&mut self.enrich.batch, &mut self.dirty, &self.dirs, &self.table);
             let node_of = |key: &FileKey| table.get(key).and_then(|t| dirs[t.dir as usize].node);
-            let more =
-                self.hold.release(Instant::now(), &self.corr, &node_of, force, RELEASE_BUDGET, &mut |r, key, seed| {
+            let more = self.enrich.hold.release(
+                Instant::now(),
+                &self.corr,
+                &node_of,
+                force,
+                RELEASE_BUDGET,
+                &mut |r, key, seed| {
                     batch.push(r, ts, doc_id_from(seed, r.offset, r.message));
                     dirty.insert(key);
-                });
+                },
+            );
             if !more {
                 return;
             }
@@ -322,16 +325,17 @@ impl Source {
             behind += self.table.get(key).map_or(0, |t| t.behind());
         }
         m.bytes_behind.store(behind as i64, Relaxed);
-        m.records_held.store(self.hold.len() as i64, Relaxed);
+        m.records_held.store(self.enrich.hold.len() as i64, Relaxed);
     }
 
     /// Sends the batch when it is full or old enough (or `force`), with the
     /// checkpoints of the files it advanced.
     fn cut(&mut self, force: bool) {
-        let full = self.batch.len() >= self.cfg.batch.max_records || self.batch.bytes() >= self.cfg.batch.max_bytes;
+        let full = self.enrich.batch.len() >= self.cfg.batch.max_records
+            || self.enrich.batch.bytes() >= self.cfg.batch.max_bytes;
         let due = self.batch_started.elapsed() >= self.cfg.batch.max_wait;
         let has_positions = !self.dirty.is_empty() || !self.closed.is_empty();
-        if !(full || ((due || force) && (!self.batch.is_empty() || has_positions))) {
+        if !(full || ((due || force) && (!self.enrich.batch.is_empty() || has_positions))) {
             return;
         }
         let mut positions = std::mem::take(&mut self.closed);
@@ -343,16 +347,16 @@ impl Source {
         self.seq += 1;
         tracing::debug!(
             seq = self.seq,
-            records = self.batch.len(),
-            bytes = self.batch.bytes(),
-            held = self.hold.len(),
+            records = self.enrich.batch.len(),
+            bytes = self.enrich.batch.bytes(),
+            held = self.enrich.hold.len(),
             "batch cut"
         );
         let next = match self.recycler.take() {
             Some(b) => b.reuse(self.seq),
-            None => Batch::sized_like(self.seq, &self.batch),
+            None => Batch::sized_like(self.seq, &self.enrich.batch),
         };
-        let batch = std::mem::replace(&mut self.batch, next);
+        let batch = std::mem::replace(&mut self.enrich.batch, next);
         self.batch_started = Instant::now();
         let cut = Cut { batch: Arc::new(batch), positions, made: Instant::now() };
         if !self.out.send(cut) {
@@ -374,7 +378,7 @@ impl Source {
             ),
             None => (t.resume, t.context.clone(), t.last_time, t.fingerprint),
         };
-        if let Some(h) = self.hold.min_offset(&key) {
+        if let Some(h) = self.enrich.hold.min_offset(&key) {
             offset = offset.min(h);
         }
         Some(FileCheckpoint {

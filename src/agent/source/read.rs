@@ -15,14 +15,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use raylog_parsers::{classify, Timestamp};
+use raylog_parsers::{classify, Correlator, Options, Record, Timestamp};
 
 use super::table::{Place, Tick};
 use super::tail::{ReadResult, Tailed};
 use super::{Source, MERGE_SLACK, READ_BUDGET};
 use crate::agent::checkpoint::{FileKey, SavedContext};
 use crate::agent::enrich::node::{self, RAYLET_NODE_SCAN};
-use crate::agent::enrich::Router;
 
 /// How an attempt to open a file went.
 enum Opened {
@@ -77,7 +76,7 @@ impl Source {
             // round can read megabytes, and batches must stay within max_bytes.
             self.cut(false);
             // Likewise the hold: a backlog read at full speed fills it fast.
-            if self.hold.is_full() {
+            if self.enrich.hold.is_full() {
                 self.release_held(false);
             }
         }
@@ -200,7 +199,7 @@ impl Source {
                 .filter(|k| *k != keep)
                 .filter_map(|k| {
                     let t = self.table.get(&k).filter(|t| t.place == Place::Here)?;
-                    let busy = !t.open.as_ref().is_some_and(|o| o.is_clean()) || self.hold.holds_file(&k);
+                    let busy = !t.open.as_ref().is_some_and(|o| o.is_clean()) || self.enrich.hold.holds_file(&k);
                     Some((busy, t.active, k))
                 })
                 .min();
@@ -239,38 +238,58 @@ impl Source {
         }
     }
 
+    /// The open state of file `key`, if it is open.
+    fn open_file(&mut self, key: FileKey) -> Option<&mut Tailed> {
+        self.table.get_mut(&key)?.open.as_deref_mut()
+    }
+
+    /// Runs `f` on open file `key` with the correlator, the parse options and where
+    /// its records go: the enrich stage. Every record the source reads passes here.
+    /// `None` when the file is not open.
+    fn parse_open<R>(
+        &mut self,
+        key: FileKey,
+        f: impl FnOnce(&mut Tailed, &mut Correlator, &Options, &mut dyn FnMut(&Record<'_>)) -> R,
+    ) -> Option<R> {
+        let wait_node = self.waits_for_node(key);
+        let open = self.table.get_mut(&key)?.open.as_deref_mut()?;
+        let mut router = self.enrich.file(open.route(wait_node));
+        Some(f(open, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r)))
+    }
+
     /// Reads one file under `limit`. Returns the bytes read, the time of the record
     /// the limit stopped it at, and whether it was finished (and forgotten).
     fn read_file(&mut self, key: FileKey, limit: Option<Timestamp>) -> (u64, Option<Timestamp>, bool) {
-        let wait_node = self.waits_for_node(key);
-        let Some(t) = self.table.get_mut(&key) else { return (0, None, false) };
-        let Some(open) = t.open.as_mut() else { return (0, None, false) };
-        let before = open.stats();
-        let opts = &self.cfg.source.parse;
-        let (actor_hold, once) = (self.cfg.source.actor_hold, self.once);
-        let (partial, idle) = (self.cfg.source.partial_line_timeout, self.cfg.source.idle_flush);
-        let (batch, hold, ray, corr) = (&mut self.batch, &mut self.hold, &mut self.ray, &mut self.corr);
-        let res = open.refresh().and_then(|truncated| {
+        let Some(before) = self.open_file(key).map(|o| o.stats()) else { return (0, None, false) };
+        let (once, partial, idle) = (self.once, self.cfg.source.partial_line_timeout, self.cfg.source.idle_flush);
+        let mut buf = std::mem::take(&mut self.buf);
+        let refreshed = self.open_file(key).map_or(Ok(false), |o| o.refresh());
+        let res = refreshed.and_then(|truncated| {
             if truncated {
                 // What the old content still held goes out under its own identity.
-                let mut router = Router::new(batch, hold, ray, open.route_parts(), wait_node, actor_hold);
-                open.start_over(corr, opts, &mut |r| router.route(r));
+                self.parse_open(key, |open, corr, opts, emit| open.start_over(corr, opts, emit));
             }
-            let mut router = Router::new(batch, hold, ray, open.route_parts(), wait_node, actor_hold);
-            let res = open.read(&mut self.buf, READ_BUDGET, limit, corr, opts, &mut |r| router.route(r))?;
-            if res.at_eof && !res.blocked {
-                // At the end of a file nobody wrote to for a while (a finished worker's,
-                // found by a catch-up), or of any file with `--once`: its last record is
-                // complete, so it goes out now (within the time limit) and the file holds
-                // nothing: it can be closed at once to make room for the next.
-                let quiet = open.quiet_for();
-                let whole = once || quiet >= partial;
-                if whole || quiet >= idle {
-                    open.flush_within(limit, whole, corr, opts, &mut |r| router.route(r));
+            let read = |open: &mut Tailed, corr: &mut Correlator, opts: &Options, emit: &mut dyn FnMut(&Record<'_>)| {
+                let res = open.read(&mut buf, READ_BUDGET, limit, corr, opts, emit)?;
+                if res.at_eof && !res.blocked {
+                    // At the end of a file nobody wrote to for a while (a finished
+                    // worker's, found by a catch-up), or of any file with `--once`: its
+                    // last record is complete, so it goes out now (within the time
+                    // limit) and the file holds nothing: it can be closed at once to
+                    // make room for the next.
+                    let quiet = open.quiet_for();
+                    let whole = once || quiet >= partial;
+                    if whole || quiet >= idle {
+                        open.flush_within(limit, whole, corr, opts, emit);
+                    }
                 }
-            }
-            Ok(ReadResult { truncated, ..res })
+                Ok(ReadResult { truncated, ..res })
+            };
+            self.parse_open(key, read).unwrap_or(Ok(ReadResult::default()))
         });
+        self.buf = buf;
+        let Some(t) = self.table.get_mut(&key) else { return (0, None, false) };
+        let Some(open) = t.open.as_mut() else { return (0, None, false) };
         let after = open.stats();
         let m = &self.metrics;
         // Differences of counts that never go back (see `Tailed::stats`).
@@ -321,19 +340,10 @@ impl Source {
 
     /// A vanished file read to its end: emit what it held and stop following it.
     fn finish_and_forget(&mut self, key: FileKey) {
-        let wait_node = self.waits_for_node(key);
-        let Some(t) = self.table.get_mut(&key) else { return };
-        if let Some(open) = t.open.as_mut() {
-            let mut router = Router::new(
-                &mut self.batch,
-                &mut self.hold,
-                &mut self.ray,
-                open.route_parts(),
-                wait_node,
-                self.cfg.source.actor_hold,
-            );
-            open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
+        if self.table.get(&key).is_none() {
+            return;
         }
+        self.parse_open(key, |open, corr, opts, emit| open.parser.finish(corr, opts, emit));
         self.forget(key);
     }
 
@@ -361,26 +371,17 @@ impl Source {
             self.table.ready.iter().filter_map(|k| self.table.get(k)).filter(|t| t.has_work()).map(|t| t.head()).min();
         let limit = merge_limit(oldest);
         for key in self.table.open_keys() {
-            let wait_node = self.waits_for_node(key);
-            let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
-            if !open.wants_flush(now, idle, partial) {
-                continue;
-            }
+            let Some(open) = self.open_file(key).filter(|o| o.wants_flush(now, idle, partial)) else { continue };
             let before = open.parser.unemitted_offset();
-            let mut router = Router::new(
-                &mut self.batch,
-                &mut self.hold,
-                &mut self.ray,
-                open.route_parts(),
-                wait_node,
-                self.cfg.source.actor_hold,
-            );
-            let opts = &self.cfg.source.parse;
-            open.flush_if_idle(now, idle, partial, limit, &mut self.corr, opts, &mut |r| router.route(r));
-            if open.parser.unemitted_offset() != before {
+            self.parse_open(key, |open, corr, opts, emit| {
+                open.flush_if_idle(now, idle, partial, limit, corr, opts, emit)
+            });
+            let Some(open) = self.open_file(key) else { continue };
+            let (moved, blocked) = (open.parser.unemitted_offset() != before, open.parser.blocked().is_some());
+            if moved {
                 self.dirty.insert(key);
             }
-            if open.parser.blocked().is_some() {
+            if blocked {
                 self.table.ready.insert(key);
             }
         }
@@ -393,7 +394,7 @@ impl Source {
             .table
             .open_keys()
             .into_iter()
-            .filter(|k| !self.table.ready.contains(k) && !self.hold.holds_file(k))
+            .filter(|k| !self.table.ready.contains(k) && !self.enrich.hold.holds_file(k))
             .filter(|k| {
                 self.table
                     .get(k)
@@ -409,17 +410,9 @@ impl Source {
     /// `--once`: every file is complete; emit the last lines and held records.
     pub(super) fn finish_all(&mut self) {
         for key in self.table.open_keys() {
-            let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) else { continue };
-            let mut router = Router::new(
-                &mut self.batch,
-                &mut self.hold,
-                &mut self.ray,
-                open.route_parts(),
-                None,
-                self.cfg.source.actor_hold,
-            );
-            open.parser.finish(&mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r));
-            self.dirty.insert(key);
+            if self.parse_open(key, |open, corr, opts, emit| open.parser.finish(corr, opts, emit)).is_some() {
+                self.dirty.insert(key);
+            }
         }
         self.release_held(true);
     }

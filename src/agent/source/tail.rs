@@ -22,6 +22,7 @@ use raylog_parsers::parser::FileStats;
 use raylog_parsers::{Correlator, FileMeta, FileParser, Options, Record, Timestamp};
 
 use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
+use crate::agent::enrich::FileRoute;
 
 /// An open, followed file.
 pub struct Tailed {
@@ -234,12 +235,13 @@ impl Tailed {
         }
     }
 
-    /// What the enrich stage's [`crate::agent::enrich::Router`] needs of this file:
-    /// its key, its metadata and the seed of its document ids (its inode and its
-    /// first line's hash, so a recycled inode gives different ids).
-    pub fn route_parts(&mut self) -> (FileKey, Arc<FileMeta>, u128) {
+    /// What the enrich stage needs to route this file's records: its key, its
+    /// metadata and the seed of its document ids (its inode and its first line's
+    /// hash, so a recycled inode gives different ids), and `wait_node`.
+    pub fn route(&mut self, wait_node: Option<std::time::Instant>) -> FileRoute {
         let identity = crate::agent::enrich::route::identity(self.key, self.first_line_hash());
-        (self.key, self.meta.clone(), crate::agent::batch::doc_id_seed(&identity))
+        let seed = crate::agent::batch::doc_id_seed(&identity);
+        FileRoute { key: self.key, meta: self.meta.clone(), seed, wait_node }
     }
 
     /// Bytes between what was read and the end of the file.
