@@ -34,10 +34,10 @@ use std::time::Duration;
 
 use crate::agent::checkpoint::{FileCheckpoint, FileKey};
 use crate::agent::config::{EventsConfig, RetryConfig};
-use crate::agent::metrics::Metrics;
+use crate::agent::metrics::{Counters, Metrics};
 pub use spool::{is_segment_name, Delivered, Spool, SpoolError};
 
-/// The receiver's counters, on `/metrics` when it runs.
+/// The receiver's counters, on `/metrics` when it runs (a [`Metrics::stage`]).
 #[derive(Debug, Default)]
 pub struct EventMetrics {
     pub enabled: AtomicBool,
@@ -63,8 +63,10 @@ impl EventMetrics {
         let i = REFUSED.iter().position(|r| *r == reason).unwrap_or(0);
         self.refused[i].fetch_add(1, Relaxed);
     }
+}
 
-    pub fn render(&self, s: &mut String) {
+impl Counters for EventMetrics {
+    fn render(&self, s: &mut String) {
         if !self.enabled.load(Relaxed) {
             return;
         }
@@ -148,7 +150,8 @@ pub async fn start(
         .await
         .map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
     let bound = listener.local_addr().map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
-    metrics.events.enabled.store(true, Relaxed);
+    let metrics = metrics.stage::<EventMetrics>();
+    metrics.enabled.store(true, Relaxed);
     let appended = Arc::new(tokio::sync::Notify::new());
     let app = receiver::router(spool.clone(), metrics.clone(), appended.clone(), cfg.max_body_bytes, max_line_bytes);
     tokio::spawn(async move {
@@ -166,7 +169,7 @@ pub async fn start(
 }
 
 /// Deletes what was delivered and updates the spool gauge, every second.
-async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<Metrics>, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<EventMetrics>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -181,6 +184,6 @@ async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<Metrics>, mut stop: toki
         })
         .await
         .unwrap_or(0);
-        metrics.events.spool_bytes.store(pending as i64, Relaxed);
+        metrics.spool_bytes.store(pending as i64, Relaxed);
     }
 }
