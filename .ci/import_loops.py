@@ -10,20 +10,28 @@ not code, so doc links never count.
 
 How a parent and its children are treated:
 - `mod child;` only places the child in the tree; it is not an edge.
-- A child naming its parent's items (`super::Item`) is a child -> parent edge.
-- A parent naming its child's items (`child::f()`, or a `use child::X` it then uses) is a
-  parent -> child edge, so a parent and a child that use each other's items are a loop.
+- A child naming its parent's items (`super::Item`) is a child -> parent edge; a parent
+  naming its child's items (`child::f()`, or a `use child::X` it then uses) is a
+  parent -> child edge.
 - `pub use child::X` that the parent does not use itself is a facade, not an edge: a path
   that names `parent::X` resolves to the child where X is defined.
+- A loop that passes through the lowest module containing all its members is allowed:
+  that is one room, whose mod.rs holds what its parts share and calls them (`checkpoint`
+  and `checkpoint::disk`, `cli` and its commands, `formats` and its parsers). A loop
+  whose members' lowest common parent is not on it (siblings using each other, modules
+  of two rooms) is reported. `--strict` reports both.
 - Test modules are ordinary nodes; nobody imports them, so they cannot close a loop.
+- A name that is both a module and an item (`health::detect`) is taken as the module in
+  a `use`; an item of that name is called by its path.
 
 Python (bench/, .ci/, tests/*/ and the other script folders): an edge A -> B is an
 `import B` or `from B import …` (anywhere in A, lazy imports included) between scripts of
 one folder.
 
-Usage: .ci/import_loops.py [--edges] [--root DIR]. Prints each loop found (one concrete
-cycle per strongly connected set, each edge with the file:line that makes it) and exits 1
-if there is any; `--edges` prints every `module -> module` edge first.
+Usage: .ci/import_loops.py [--edges] [--strict] [--root DIR]. Prints each loop found (per
+strongly connected set, the shortest cycle through each edge that ties it, each edge with
+the file:line that makes it) and exits 1 if there is any; `--edges` prints every
+`module -> module` edge first, with where it is made.
 """
 
 import argparse
@@ -35,6 +43,8 @@ import sys
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 PATH_RE = re.compile(rf"(?<![A-Za-z0-9_:]){IDENT}(?:\s*::\s*{IDENT})+")
 MOD_RE = re.compile(rf"\bmod\s+({IDENT})\s*([;{{])")
+RAW_STR_RE = re.compile(r'b?r(#*)"')
+PATH_ATTR_RE = re.compile(r'#\[path\s*=\s*"([^"]+)"\]\s*(#\[[^\]]*\]\s*)*$')
 USE_RE = re.compile(r"\b(pub(?:\s*\([^)]*\))?\s+)?use\s+([^;]*);")
 RUST_CRATES = [("raylog", "src/lib.rs"), ("raylog_parsers", "parsers/src/lib.rs")]
 PY_DIRS = ["bench", ".ci", "tests/live", "tests/otlp", "fixtures", "examples/compose"]
@@ -65,7 +75,7 @@ def strip_rust(src):
                     j += 1
             out.append(blank(src[i:j]))
             i = j
-        elif (m := re.compile(r'b?r(#*)"').match(src, i)) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
+        elif (m := RAW_STR_RE.match(src, i)) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
             end = src.find('"' + m.group(1), m.end())
             j = n if end < 0 else end + 1 + len(m.group(1))
             out.append(blank(src[i:j]))
@@ -128,12 +138,15 @@ def parse_use_tree(text):
 
 
 class Module:
+    """One module: a file, or an inline `mod x { .. }` (the span start..end of text)."""
+
     def __init__(self, path, file, text, start, end):
         self.path, self.file, self.text, self.start, self.end = path, file, text, start, end
         self.children = {}  # name -> full path
-        self.reexports = {}  # name -> (segments of the use, line)
+        self.reexports = {}  # name -> segments of the `pub use`
         self.uses = []  # (segments, alias, glob, pub, line)
         self.paths = []  # (segments, line)
+        self.code = ""  # its own text without `use` items and attributes
 
 
 def matching_brace(text, i):
@@ -155,25 +168,27 @@ class RustCrate:
         self.edges = {}  # (a, b) -> "file:line"
 
     def load(self, path, file, owns_dir):
+        """Reads the module `path` from `file` (a mod.rs or lib.rs owns its directory;
+        x.rs puts its children in x/)."""
         with open(file, encoding="utf-8") as f:
-            text = strip_rust(f.read())
+            raw = f.read()
         base = os.path.dirname(file) if owns_dir else os.path.splitext(file)[0]
-        self.scan(path, file, text, 0, len(text), base)
+        self.scan(path, file, raw, strip_rust(raw), 0, len(raw), base)
 
-    def scan(self, path, file, text, start, end, base):
+    def scan(self, path, file, raw, text, start, end, base):
         mod = self.mods[path] = Module(path, file, text, start, end)
         pos = start
-        while (m := MOD_RE.search(text, pos, end)) :
+        while m := MOD_RE.search(text, pos, end):
             name, kind = m.group(1), m.group(2)
             child = path + (name,)
             mod.children[name] = child
             if kind == "{":
                 close = matching_brace(text, m.end() - 1)
-                self.scan(child, file, text, m.end(), close, os.path.join(base, name))
+                self.scan(child, file, raw, text, m.end(), close, os.path.join(base, name))
                 pos = close + 1
                 continue
             pos = m.end()
-            attr = re.search(r'#\[path\s*=\s*"([^"]+)"\]\s*(#\[[^\]]*\]\s*)*$', open(file, encoding="utf-8").read()[:m.start()])
+            attr = PATH_ATTR_RE.search(raw[: m.start()])
             if attr:
                 self.load(child, os.path.join(os.path.dirname(file), attr.group(1)), False)
                 continue
@@ -182,7 +197,11 @@ class RustCrate:
 
     def own_spans(self, mod):
         """The text ranges of `mod` minus its inline child modules."""
-        inner = sorted((c.start, c.end) for c in self.mods.values() if c.file == mod.file and c.start > mod.start and c.end <= mod.end and len(c.path) == len(mod.path) + 1)
+        inner = sorted(
+            (c.start, c.end)
+            for c in self.mods.values()
+            if c.file == mod.file and c.start > mod.start and c.end <= mod.end and len(c.path) == len(mod.path) + 1
+        )
         spans, at = [], mod.start
         for s, e in inner:
             spans.append((at, s))
@@ -204,11 +223,11 @@ class RustCrate:
                 for m in PATH_RE.finditer(code):
                     segs = [x.strip() for x in m.group(0).split("::")]
                     mod.paths.append((segs, line0 + code.count("\n", 0, m.start())))
-                mod.code = getattr(mod, "code", "") + code
+                mod.code += code
         for mod in self.mods.values():
             for segs, alias, glob, pub, line in mod.uses:
                 if pub and not glob and segs:
-                    mod.reexports[alias or segs[-1]] = (segs, line)
+                    mod.reexports[alias or segs[-1]] = segs
 
     def anchor(self, mod, first):
         """Where a path starting with `first` begins, seen from `mod`, or None (extern)."""
@@ -243,7 +262,7 @@ class RustCrate:
             return at, None
         target = self.mods[at]
         if rest[0] in target.reexports:
-            inner = self.resolve(target, target.reexports[rest[0]][0], depth + 1)
+            inner = self.resolve(target, target.reexports[rest[0]], depth + 1)
             if inner:
                 return inner
         return at, rest[0]
@@ -400,7 +419,8 @@ def loops(edges, strict):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--edges", action="store_true", help="print every module -> module edge")
-    ap.add_argument("--strict", action="store_true", help="also report loops that pass through their members' common parent")
+    ap.add_argument("--strict", action="store_true",
+                    help="also report loops that pass through their members' common parent")
     ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     args = ap.parse_args()
     root = os.path.abspath(args.root)
