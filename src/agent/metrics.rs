@@ -270,4 +270,30 @@ mod tests {
         assert!(t.contains("raylog_sink_batch_latency_seconds_bucket{sink=\"loki\",le=\"0.025\"} 1"));
         assert!(t.contains("raylog_sink_batch_latency_seconds_count{sink=\"loki\"} 1"));
     }
+
+    #[derive(Debug, Default)]
+    struct First(AtomicU64);
+    impl Counters for First {
+        fn render(&self, s: &mut String) {
+            let _ = writeln!(s, "first {}", self.0.load(Relaxed));
+        }
+    }
+
+    #[derive(Debug, Default)]
+    struct Second;
+    impl Counters for Second {
+        fn render(&self, s: &mut String) {
+            s.push_str("second\n");
+        }
+    }
+
+    #[test]
+    fn a_stage_is_made_once_and_rendered_last_in_the_order_first_asked_for() {
+        let m = Metrics::new(&["s"]);
+        m.stage::<Second>();
+        let first = m.stage::<First>();
+        first.0.fetch_add(2, Relaxed);
+        assert!(Arc::ptr_eq(&first, &m.stage::<First>()));
+        assert!(m.render().ends_with("_count{sink=\"s\"} 0\nsecond\nfirst 2\n"), "{}", m.render());
+    }
 }
