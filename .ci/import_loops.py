@@ -21,8 +21,9 @@ How a parent and its children are treated:
   whose members' lowest common parent is not on it (siblings using each other, modules
   of two rooms) is reported. `--strict` reports both.
 - Test modules are ordinary nodes; nobody imports them, so they cannot close a loop.
-- A name that is both a module and an item (`health::detect`) is taken as the module in
-  a `use`; an item of that name is called by its path.
+- A name that is both a module and an item of its parent (`health::detect`): a `use` of
+  it is an edge to the parent (and its paths through the module make their own edges); a
+  path in code that ends at the module name is the parent's item.
 
 Python (bench/, .ci/, tests/*/ and the other script folders): an edge A -> B is an
 `import B` or `from B import …` (anywhere in A, lazy imports included) between scripts of
@@ -43,6 +44,7 @@ import sys
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 PATH_RE = re.compile(rf"(?<![A-Za-z0-9_:]){IDENT}(?:\s*::\s*{IDENT})+")
 MOD_RE = re.compile(rf"\bmod\s+({IDENT})\s*([;{{])")
+ITEM_RE = re.compile(rf"\b(?:fn|struct|enum|trait|type|const|static|union|macro_rules!)\s+({IDENT})")
 RAW_STR_RE = re.compile(r'b?r(#*)"')
 PATH_ATTR_RE = re.compile(r'#\[path\s*=\s*"([^"]+)"\]\s*(#\[[^\]]*\]\s*)*$')
 USE_RE = re.compile(r"\b(pub(?:\s*\([^)]*\))?\s+)?use\s+([^;]*);")
@@ -147,6 +149,7 @@ class Module:
         self.uses = []  # (segments, alias, glob, pub, line)
         self.paths = []  # (segments, line)
         self.code = ""  # its own text without `use` items and attributes
+        self.items = set()  # names it defines (fn, struct, …)
 
 
 def matching_brace(text, i):
@@ -224,6 +227,7 @@ class RustCrate:
                     segs = [x.strip() for x in m.group(0).split("::")]
                     mod.paths.append((segs, line0 + code.count("\n", 0, m.start())))
                 mod.code += code
+                mod.items.update(ITEM_RE.findall(code))
         for mod in self.mods.values():
             for segs, alias, glob, pub, line in mod.uses:
                 if pub and not glob and segs:
@@ -267,6 +271,10 @@ class RustCrate:
                 return inner
         return at, rest[0]
 
+    def parent_defines(self, path):
+        """Whether the parent of module `path` also defines an item of its name."""
+        return len(path) > 1 and path[-1] in self.mods[path[:-1]].items
+
     def uses_itself(self, mod, name):
         return re.search(rf"(?<![A-Za-z0-9_:]){re.escape(name)}\b", mod.code) is not None
 
@@ -285,12 +293,20 @@ class RustCrate:
                 if pub and not glob and not self.uses_itself(mod, alias or segs[-1]):
                     continue  # a facade: whoever names it is sent to `target`
                 if item is None and not glob:
-                    continue  # a module brought in by name: its paths in code make the edges
+                    # A module brought in by name: its paths in code make the edges. A
+                    # `use` takes every namespace, so an item of the module's name in
+                    # its parent (`health::detect`, module and fn) comes along.
+                    if self.parent_defines(target):
+                        self.add(mod.path, target[:-1], mod.file, line)
+                    continue
                 self.add(mod.path, target, mod.file, line)
             for segs, line in mod.paths:
                 got = self.resolve(mod, segs)
                 if got and (got[1] is not None or len(segs) > 1):
-                    self.add(mod.path, got[0], mod.file, line)
+                    # A path that ends at a module in code is the parent's item of
+                    # that name: a module is not a value.
+                    target = got[0][:-1] if got[1] is None and self.parent_defines(got[0]) else got[0]
+                    self.add(mod.path, target, mod.file, line)
         return {(self.name(a), self.name(b)): w for (a, b), w in self.edges.items()}
 
     @staticmethod
