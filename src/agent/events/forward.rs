@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::counters::EventMetrics;
 use super::spool::{wrapper, Cursor, Spool};
-use super::EventMetrics;
 use crate::agent::config::RetryConfig;
 
 /// Beside the spool dir, not in it: the source reads every file in there.

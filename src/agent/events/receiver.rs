@@ -26,8 +26,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 
+use super::counters::EventMetrics;
 use super::spool::{Spool, SpoolError};
-use super::EventMetrics;
 
 #[derive(Clone)]
 struct Shared {
