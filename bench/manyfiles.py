@@ -18,7 +18,7 @@
 """
 import json, os, random, resource, signal, subprocess, sys, tempfile, time
 
-from ship_bench import RAYLOG, SHARED, free_port, start_sink, stats
+from benchlib import RAYLOG, SHARED, free_port, start_sink, stats
 
 SESSION = "session_2026-11-20_08-00-00_000000_1"
 

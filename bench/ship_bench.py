@@ -47,9 +47,10 @@ Run `cargo build --release` first (or set RAYLOG_BIN). Standard library only.
 """
 import argparse, json, os, signal, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 
-# Re-exported: manyfiles.py imports these from here.
-from benchlib import (OTLP_KINDS, RAYLOG, ROOT, SHARED, free_port, run_measured, sink_toml, start_sink,  # noqa: F401
-                      stats, vm_hwm, write_config)
+# The helpers every mode shares are in benchlib.py; the modes in their own files
+# (manyfiles.py, storm.py) are imported by main() and import nothing from here.
+from benchlib import (OTLP_KINDS, RAYLOG, SHARED, free_port, run_measured, sink_toml, start_sink, stats, vm_hwm,
+                      write_config)
 
 
 def throughput(a):

@@ -180,7 +180,13 @@ pub struct CheckpointStore {
     changes: HashMap<FileKey, FileCheckpoint>,
     forget_after_secs: u64,
     /// Told every delivered position (the event spool deletes what was delivered).
-    observer: Option<std::sync::Arc<crate::agent::events::Delivered>>,
+    observer: Option<std::sync::Arc<dyn Observer>>,
+}
+
+/// Whoever must hear of every delivered position (the event spool): a trait so that
+/// the store knows nothing of its listeners.
+pub trait Observer: std::fmt::Debug + Send + Sync {
+    fn note(&self, cp: &FileCheckpoint);
 }
 
 impl CheckpointStore {
@@ -202,7 +208,7 @@ impl CheckpointStore {
     }
 
     /// Tells `observer` every delivered position from now on.
-    pub fn observe(&mut self, observer: std::sync::Arc<crate::agent::events::Delivered>) {
+    pub fn observe(&mut self, observer: std::sync::Arc<dyn Observer>) {
         self.observer = Some(observer);
     }
 

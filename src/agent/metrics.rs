@@ -1,12 +1,67 @@
 //! The agent's own counters, rendered in the Prometheus text format on `/metrics`.
 //!
 //! Plain atomics: every pipeline stage bumps its counters without locks, and the
-//! API handler reads them when scraped.
+//! API handler reads them when scraped. The source's and the sinks' counters are
+//! fields of [`Metrics`]; a stage with counters of its own (Ray's health, handler
+//! timings, the event receiver) owns their type, implements [`Counters`] for it and
+//! takes its instance from [`Metrics::stage`], which renders it after the rest. So
+//! this module names nothing else of the agent, and every stage may depend on it.
 
-use std::fmt::Write;
+use std::any::Any;
+use std::fmt::{Debug, Write};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
-use crate::agent::sinks::DeadReason;
+/// Why a record went to the dead-letter file: a small fixed set, so it can label
+/// the `raylog_sink_dead_letters_total` counter. Here, below the sinks that decide
+/// it, because [`SinkMetrics`] counts by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadReason {
+    /// Older than the sink accepts (Loki's `reject_old_samples_max_age`).
+    TooOld,
+    /// Too far in the future (Loki's `creation_grace_period`).
+    TooNew,
+    /// Behind its Loki stream by more than the out-of-order window.
+    TooFarBehind,
+    /// Any other refusal (invalid for the sink, too large, a mapping conflict).
+    Rejected,
+    /// Sent in an OTLP request of which the receiver refused some records without
+    /// naming them (a partial success): this one may be among them.
+    Partial,
+}
+
+impl DeadReason {
+    pub const ALL: [DeadReason; 5] =
+        [DeadReason::TooOld, DeadReason::TooNew, DeadReason::TooFarBehind, DeadReason::Rejected, DeadReason::Partial];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::TooOld => "too_old",
+            DeadReason::TooNew => "too_new",
+            DeadReason::TooFarBehind => "too_far_behind",
+            DeadReason::Rejected => "rejected",
+            DeadReason::Partial => "partial",
+        }
+    }
+}
+
+/// A label value in the exposition format's quoting.
+pub(crate) fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// A stage's own counters: one instance per agent, made by [`Metrics::stage`].
+pub trait Counters: Any + Send + Sync + Debug + Default {
+    /// Appends their Prometheus text exposition.
+    fn render(&self, s: &mut String);
+}
+
+/// One registered [`Counters`], kept both ways: typed (to hand out) and to render.
+#[derive(Debug)]
+struct Stage {
+    any: Arc<dyn Any + Send + Sync>,
+    render: fn(&(dyn Any + Send + Sync), &mut String),
+}
 
 /// Upper bounds (seconds) of the batch latency histogram buckets.
 const LATENCY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
@@ -20,7 +75,7 @@ pub struct SinkMetrics {
     pub bytes_sent: AtomicU64,
     pub retries: AtomicU64,
     /// By [`DeadReason`] (its discriminant is the index).
-    pub dead_letters: [AtomicU64; crate::agent::sinks::DeadReason::ALL.len()],
+    pub dead_letters: [AtomicU64; DeadReason::ALL.len()],
     pub duplicates: AtomicU64,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_count: AtomicU64,
@@ -68,16 +123,31 @@ pub struct Metrics {
     pub checkpoints_written: AtomicU64,
     pub records_held: AtomicI64,
     pub sinks: Vec<SinkMetrics>,
-    /// What the records read say about Ray (see [`crate::agent::ray_metrics`]).
-    pub ray: crate::agent::ray_metrics::RayMetrics,
-    /// Ray's handler timings (see [`crate::agent::ray_latency`]).
-    pub latency: crate::agent::ray_latency::RayLatency,
-    pub events: crate::agent::events::EventMetrics,
+    /// The stages' own counters, rendered in the order they were first asked for.
+    stages: Mutex<Vec<Stage>>,
 }
 
 impl Metrics {
     pub fn new(sink_names: &[&str]) -> Metrics {
         Metrics { sinks: sink_names.iter().map(|n| SinkMetrics::new(n)).collect(), ..Metrics::default() }
+    }
+
+    /// The stage counters of type `T`: made at the first call, which also places them
+    /// last on `/metrics` (the agent asks for each kind at start, in a fixed order);
+    /// the same instance afterwards. Takes a lock: ask once, keep the `Arc`.
+    pub fn stage<T: Counters>(&self) -> Arc<T> {
+        let mut stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = stages.iter().find_map(|s| s.any.clone().downcast::<T>().ok()) {
+            return t;
+        }
+        let t = Arc::new(T::default());
+        let render = |any: &(dyn Any + Send + Sync), s: &mut String| {
+            if let Some(t) = any.downcast_ref::<T>() {
+                t.render(s);
+            }
+        };
+        stages.push(Stage { any: t.clone(), render });
+        t
     }
 
     /// The Prometheus text exposition.
@@ -131,9 +201,9 @@ impl Metrics {
             self.records_held.load(Relaxed),
         );
         self.render_sinks(&mut s);
-        self.ray.render(&mut s);
-        self.latency.render(&mut s);
-        self.events.render(&mut s);
+        for stage in self.stages.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            (stage.render)(&*stage.any, &mut s);
+        }
         s
     }
 
@@ -199,5 +269,31 @@ mod tests {
         assert!(t.contains("raylog_sink_records_sent_total{sink=\"loki\"} 2"));
         assert!(t.contains("raylog_sink_batch_latency_seconds_bucket{sink=\"loki\",le=\"0.025\"} 1"));
         assert!(t.contains("raylog_sink_batch_latency_seconds_count{sink=\"loki\"} 1"));
+    }
+
+    #[derive(Debug, Default)]
+    struct First(AtomicU64);
+    impl Counters for First {
+        fn render(&self, s: &mut String) {
+            let _ = writeln!(s, "first {}", self.0.load(Relaxed));
+        }
+    }
+
+    #[derive(Debug, Default)]
+    struct Second;
+    impl Counters for Second {
+        fn render(&self, s: &mut String) {
+            s.push_str("second\n");
+        }
+    }
+
+    #[test]
+    fn a_stage_is_made_once_and_rendered_last_in_the_order_first_asked_for() {
+        let m = Metrics::new(&["s"]);
+        m.stage::<Second>();
+        let first = m.stage::<First>();
+        first.0.fetch_add(2, Relaxed);
+        assert!(Arc::ptr_eq(&first, &m.stage::<First>()));
+        assert!(m.render().ends_with("_count{sink=\"s\"} 0\nsecond\nfirst 2\n"), "{}", m.render());
     }
 }

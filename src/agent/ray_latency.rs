@@ -31,7 +31,7 @@ use std::sync::{Mutex, MutexGuard};
 use raylog_parsers::event_stats::{self, write_seconds, Block, Totals, LAG_PROBE};
 use raylog_parsers::{Id, Record};
 
-use crate::agent::ray_metrics::escape;
+use crate::agent::metrics::{escape, Counters};
 
 /// Distinct handler names per component; the rest are `other`.
 pub const HANDLERS: usize = 64;
@@ -107,9 +107,11 @@ impl RayLatency {
             alive.remove(&n);
         }
     }
+}
 
+impl Counters for RayLatency {
     /// Appends the Prometheus text exposition.
-    pub fn render(&self, s: &mut String) {
+    fn render(&self, s: &mut String) {
         let st = self.lock();
         if let Some(alive) = &st.alive {
             let name = "raylog_ray_nodes_alive";

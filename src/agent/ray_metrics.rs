@@ -4,7 +4,7 @@
 //! The reader thread owns a [`RayCounter`] and counts every record once, when the
 //! [`crate::agent::enrich::Router`] receives it from the parser (before the hold and
 //! the batch, so a held record is not counted again when it is released). The
-//! counts live in [`RayMetrics`] inside the shared [`crate::agent::metrics::Metrics`]:
+//! counts live in [`RayMetrics`], a stage of the shared [`crate::agent::metrics::Metrics`]:
 //! fixed-size tables of atomics, indexed by small ids the reader interns, so the hot
 //! path neither locks nor allocates. A label value gets its slot the first time it
 //! is seen and keeps it for the life of the process; the slot's name is published
@@ -29,7 +29,8 @@ use std::sync::{Arc, OnceLock};
 
 use raylog_parsers::{Level, Record};
 
-use crate::agent::metrics::Metrics;
+use crate::agent::metrics::{escape, Counters, Metrics};
+use crate::agent::ray_latency::RayLatency;
 use crate::health::{detect, Event};
 
 /// Distinct `component` label values; the rest are `other`.
@@ -113,14 +114,9 @@ impl Default for RayMetrics {
     }
 }
 
-/// A label value in the exposition format's quoting.
-pub(crate) fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-impl RayMetrics {
+impl Counters for RayMetrics {
     /// Appends the Prometheus text exposition of the Ray health counters.
-    pub fn render(&self, s: &mut String) {
+    fn render(&self, s: &mut String) {
         let node = escape(self.node.get().map_or("", |n| n));
         let head = |s: &mut String, name: &str, help: &str| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -194,19 +190,23 @@ impl Interner {
 /// The reader's side: interns label values and counts each record.
 #[derive(Debug)]
 pub struct RayCounter {
-    metrics: Arc<Metrics>,
+    ray: Arc<RayMetrics>,
+    latency: Arc<RayLatency>,
     components: Interner,
     exit_types: Interner,
     exceptions: Interner,
 }
 
 impl RayCounter {
-    /// Counts into `metrics.ray`, labelled with the agent's `node` name.
+    /// Counts into `metrics`' [`RayMetrics`] and [`RayLatency`], labelled with the
+    /// agent's `node` name.
     pub fn new(metrics: Arc<Metrics>, node: &str) -> RayCounter {
-        let _ = metrics.ray.node.set(node.into());
-        metrics.latency.set_node(node);
+        let (ray, latency) = (metrics.stage::<RayMetrics>(), metrics.stage::<RayLatency>());
+        let _ = ray.node.set(node.into());
+        latency.set_node(node);
         RayCounter {
-            metrics,
+            ray,
+            latency,
             components: Interner::default(),
             exit_types: Interner::default(),
             exceptions: Interner::default(),
@@ -215,20 +215,20 @@ impl RayCounter {
 
     /// The slot of a file's component: looked up once per file read, not per record.
     pub fn component(&mut self, component: &str) -> usize {
-        self.components.slot(component, &self.metrics.ray.records)
+        self.components.slot(component, &self.ray.records)
     }
 
     /// Counts record `r` of a file whose component has slot `comp`.
     pub fn count(&mut self, comp: usize, r: &Record<'_>) {
-        let m = &self.metrics.ray;
+        let m = &self.ray;
         m.records.counts[comp * LEVELS.len() + level_index(r.level)].fetch_add(1, Relaxed);
         // Only a multi-line record can hold an `Event stats:` block.
         if r.lines > 1 {
-            self.metrics.latency.observe(r);
+            self.latency.observe(r);
         }
         match crate::health::latency::node_liveness(r) {
-            Some((true, n)) => self.metrics.latency.node_registered(n),
-            Some((false, n)) => self.metrics.latency.node_removed(Some(n)),
+            Some((true, n)) => self.latency.node_registered(n),
+            Some((false, n)) => self.latency.node_removed(Some(n)),
             None => {}
         }
         let Some(ev) = detect(r) else { return };
@@ -251,7 +251,7 @@ impl RayCounter {
             }
             Event::NodeDeath(n) => {
                 m.node_deaths.fetch_add(1, Relaxed);
-                self.metrics.latency.node_removed(n.node_id);
+                self.latency.node_removed(n.node_id);
             }
             Event::GcsHealth(_) => {
                 m.gcs_health_failures.fetch_add(1, Relaxed);
@@ -269,15 +269,16 @@ impl RayCounter {
 mod tests {
     use super::*;
 
-    fn counter() -> RayCounter {
-        RayCounter::new(Arc::new(Metrics::new(&[])), "node-a")
+    fn counter() -> (RayCounter, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::new(&[]));
+        (RayCounter::new(metrics.clone(), "node-a"), metrics)
     }
 
     #[test]
     fn exceptions_past_the_first_50_are_other() {
-        let mut c = counter();
-        let m = c.metrics.clone();
-        let t = &m.ray.task_failures;
+        let (mut c, _metrics) = counter();
+        let m = c.ray.clone();
+        let t = &m.task_failures;
         for round in 0..2 {
             for e in 0..60 {
                 let i = c.exceptions.slot(&format!("Error{e}"), t);
@@ -286,7 +287,7 @@ mod tests {
             }
         }
         let mut s = String::new();
-        c.metrics.ray.render(&mut s);
+        m.render(&mut s);
         let lines: Vec<&str> = s.lines().filter(|l| l.starts_with("raylog_ray_task_failures_total{")).collect();
         assert_eq!(lines.len(), 51, "{s}");
         assert!(s.contains("raylog_ray_task_failures_total{node=\"node-a\",exception=\"Error0\"} 2\n"), "{s}");
@@ -297,14 +298,14 @@ mod tests {
 
     #[test]
     fn components_and_exit_types_are_capped() {
-        let mut c = counter();
-        let m = c.metrics.clone();
+        let (mut c, _metrics) = counter();
+        let m = c.ray.clone();
         let slots: Vec<usize> = (0..COMPONENTS + 5).map(|i| c.component(&format!("comp{i}"))).collect();
         assert_eq!(slots[COMPONENTS - 1], COMPONENTS - 1);
         assert!(slots[COMPONENTS..].iter().all(|&s| s == COMPONENTS));
         assert_eq!(c.component("comp3"), 3, "a value keeps its slot");
         for i in 0..EXIT_TYPES + 3 {
-            assert_eq!(c.exit_types.slot(&format!("EXIT{i}"), &m.ray.worker_deaths), i.min(EXIT_TYPES));
+            assert_eq!(c.exit_types.slot(&format!("EXIT{i}"), &m.worker_deaths), i.min(EXIT_TYPES));
         }
         assert_eq!(c.exceptions.slots.len(), 0);
         assert_eq!(c.components.slots.len(), COMPONENTS, "no slot past the cap, so no allocation");
@@ -312,17 +313,17 @@ mod tests {
 
     #[test]
     fn renders_the_exposition_format() {
-        let mut c = counter();
-        let m = c.metrics.clone();
+        let (mut c, metrics) = counter();
+        let m = c.ray.clone();
         let raylet = c.component("raylet");
         let other = (0..COMPONENTS + 1).map(|i| c.component(&format!("c{i}"))).last().unwrap();
-        m.ray.records.counts[raylet * LEVELS.len() + level_index(Some(Level::Error))].fetch_add(3, Relaxed);
-        m.ray.records.counts[raylet * LEVELS.len() + level_index(None)].fetch_add(1, Relaxed);
-        m.ray.records.counts[other * LEVELS.len() + level_index(Some(Level::Info))].fetch_add(2, Relaxed);
-        let i = c.exit_types.slot("SYSTEM_ERROR", &m.ray.worker_deaths);
-        m.ray.worker_deaths.counts[i].fetch_add(2, Relaxed);
-        m.ray.actor_restarts.fetch_add(1, Relaxed);
-        let t = m.render();
+        m.records.counts[raylet * LEVELS.len() + level_index(Some(Level::Error))].fetch_add(3, Relaxed);
+        m.records.counts[raylet * LEVELS.len() + level_index(None)].fetch_add(1, Relaxed);
+        m.records.counts[other * LEVELS.len() + level_index(Some(Level::Info))].fetch_add(2, Relaxed);
+        let i = c.exit_types.slot("SYSTEM_ERROR", &m.worker_deaths);
+        m.worker_deaths.counts[i].fetch_add(2, Relaxed);
+        m.actor_restarts.fetch_add(1, Relaxed);
+        let t = metrics.render();
         for want in [
             "# TYPE raylog_ray_worker_deaths_total counter\n",
             "raylog_ray_worker_deaths_total{node=\"node-a\",exit_type=\"SYSTEM_ERROR\"} 2\n",

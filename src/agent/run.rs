@@ -23,8 +23,11 @@ use crate::agent::api::{self, Health};
 use crate::agent::batch::Recycler;
 use crate::agent::checkpoint::{CheckpointStore, FileCheckpoint, FileKey};
 use crate::agent::config::Config;
+use crate::agent::events::EventMetrics;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{track_acks, Dispatcher, Undelivered};
+use crate::agent::ray_latency::RayLatency;
+use crate::agent::ray_metrics::RayMetrics;
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
 use crate::agent::source::{Source, Wake};
 
@@ -117,6 +120,11 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
     tracing::info!(state_dir = %cfg.source.state_dir.display(), files = resume.len(), "loaded checkpoints");
     let names: Vec<&str> = cfg.sinks.iter().map(|s| s.name()).collect();
     let metrics = Arc::new(Metrics::new(&names));
+    // The stages' own counters, asked for here so that `/metrics` lists them in this
+    // order whichever stage starts first.
+    metrics.stage::<RayMetrics>();
+    metrics.stage::<RayLatency>();
+    metrics.stage::<EventMetrics>();
     let health = Arc::new(Health::default());
     if let Some(addr) = cfg.api_address {
         let bound = api::serve(addr, metrics.clone(), health.clone()).await?;

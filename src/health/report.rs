@@ -1,6 +1,6 @@
 //! Report: the events of a whole scan, merged and grouped for an incident responder.
 //!
-//! [`Collector::observe`] runs per record: [`detect`] first, then a few cheap facts
+//! [`Collector::observe`] runs per record: [`super::detect()`] first, then a few cheap facts
 //! other records state (a worker's pid, an actor's class and name) so a death can
 //! be told with them; ERROR and FATAL records feed the message templates. One death
 //! said twice (GCS and the raylet's event) is one death: rows merge by worker id.
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use raylog_parsers::{Id, Level, Record, Timestamp};
 use serde::Serialize;
 
-use super::detect::{detect, DeathSource, Event, TaskFailureSource};
+use super::detect::{DeathSource, Event, TaskFailureSource};
 use super::template::template;
 
 /// How many `top_errors` templates are kept.
@@ -250,7 +250,7 @@ impl Collector {
         if r.level >= Some(Level::Error) {
             self.error(r);
         }
-        if let Some(ev) = detect(r) {
+        if let Some(ev) = super::detect(r) {
             self.record(r, ev);
         }
         self.latency.observe(r);

@@ -10,8 +10,6 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::entry::Entry;
-
 /// How strongly a source speaks for a worker's exit: GCS's verdict beats the event
 /// RAY_WORKER_FAILURE, which beats what the worker said about itself while exiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -70,13 +68,13 @@ fn exit_type_after(msg: &str, label: &str) -> Option<String> {
     (!t.is_empty()).then_some(t)
 }
 
-/// What `e` says about its worker's exit, if anything.
-pub fn exit_fact(e: &Entry) -> Option<ExitFact> {
-    let m = e.message.as_str();
+/// What a record of `component` with message `m` (and event `label`, if an event)
+/// says about its worker's exit, if anything.
+pub fn exit_fact(component: &str, m: &str, label: Option<&str>) -> Option<ExitFact> {
     let fact = |source, exit_type, detail: Option<&str>| {
         Some(ExitFact { source, exit_type, detail: detail.map(str::to_string) })
     };
-    if e.component == "gcs_server" {
+    if component == "gcs_server" {
         if m.starts_with("Reporting worker exit") {
             return fact(ExitSource::Gcs, exit_type_after(m, "exit_type = "), detail_after(m, "exit_detail = "));
         }
@@ -85,7 +83,7 @@ pub fn exit_fact(e: &Entry) -> Option<ExitFact> {
         }
         return None;
     }
-    if m.contains("Worker exit type: ") && e.label.as_deref().is_none_or(|l| l == "RAY_WORKER_FAILURE") {
+    if m.contains("Worker exit type: ") && label.is_none_or(|l| l == "RAY_WORKER_FAILURE") {
         return fact(
             ExitSource::Event,
             exit_type_after(m, "Worker exit type: "),

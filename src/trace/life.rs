@@ -73,8 +73,10 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
     let precise = |e: &&&Entry| !e.inferred && !matches!(e.component.as_str(), "event" | "export_event");
     let timed: Vec<Timestamp> = entries.iter().filter(precise).filter_map(|e| e.timestamp).collect();
     let times = if timed.is_empty() { entries.iter().filter_map(|e| e.timestamp).collect() } else { timed };
-    let facts: Vec<(Option<Timestamp>, ExitFact)> =
-        entries.iter().filter_map(|e| exit_fact(e).map(|f| (e.timestamp, f))).collect();
+    let facts: Vec<(Option<Timestamp>, ExitFact)> = entries
+        .iter()
+        .filter_map(|e| exit_fact(&e.component, &e.message, e.label.as_deref()).map(|f| (e.timestamp, f)))
+        .collect();
     // Type and detail are chosen apart: GCS's `exits, type=` line has no detail, and
     // the event or the worker itself may say more.
     let detail = best_exit(facts.iter().filter(|(_, f)| f.detail.is_some()).cloned()).and_then(|f| f.detail);

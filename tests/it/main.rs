@@ -10,6 +10,7 @@ mod events;
 mod examples;
 mod golden;
 mod health;
+mod import_loops;
 mod live;
 mod live_check;
 mod live_events;

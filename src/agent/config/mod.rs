@@ -3,9 +3,14 @@
 //!
 //! Nothing downstream re-checks a value: URLs are parsed, durations and sizes
 //! converted, secrets resolved, label templates checked here. `raylog check-config`
-//! prints the effective configuration (defaults filled in, secrets redacted) or the
-//! full list of problems.
+//! prints the effective configuration (defaults filled in, secrets redacted:
+//! [`effective_toml`]) or the full list of problems.
+//!
+//! This file holds the top-level tables and the sinks' dispatch; [`source`] and
+//! [`events`] their sections, each sink its own in `sinks/<name>/config.rs`, and
+//! [`values`] the value types and the problem list.
 
+mod effective;
 pub mod events;
 pub mod source;
 pub mod values;
@@ -18,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
 use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
+pub use effective::effective_toml;
 pub use events::{EventsConfig, EventsRaw};
 use source::validate_source;
 pub use source::{SourceConfig, SourceRaw, StartAt};
@@ -354,222 +360,5 @@ fn validate_sink(s: &SinkRaw, key: &str, p: &mut Problems) -> SinkConfig {
     }
 }
 
-/// The effective configuration as TOML, for `check-config` (secrets redacted).
-pub fn effective_toml(raw: &RawConfig, cfg: &Config) -> String {
-    use values::format_duration as d;
-    let s = &cfg.source;
-    let mut out = String::new();
-    out.push_str("[source]\n");
-    out.push_str(&format!("paths = {:?}\n", s.paths));
-    out.push_str(&format!("state_dir = {:?}\n", s.state_dir));
-    out.push_str(&format!("start_at = \"{}\"\n", if s.start_at == StartAt::End { "end" } else { "beginning" }));
-    if let Some(io) = s.ignore_older {
-        out.push_str(&format!("ignore_older = \"{}\"\n", d(io)));
-    }
-    out.push_str(&format!("poll_interval = \"{}\"\n", d(s.poll_interval)));
-    out.push_str(&format!("idle_flush = \"{}\"\n", d(s.idle_flush)));
-    out.push_str(&format!("partial_line_timeout = \"{}\"\n", d(s.partial_line_timeout)));
-    out.push_str(&format!("actor_hold = \"{}\"\n", d(s.actor_hold)));
-    out.push_str(&format!("max_line_bytes = {}\n", s.parse.max_line_bytes));
-    // Validated already; the zone keeps no spelling of its own.
-    out.push_str(&format!("timezone = {}\n", toml::Value::from(raw.source.timezone.as_deref().unwrap_or("UTC"))));
-    out.push_str(&format!("watch = {}\n", s.watch));
-    let globs: Vec<&str> = s.exclude.iter().map(|g| g.as_str()).collect();
-    out.push_str(&format!("exclude = {globs:?}\n"));
-    out.push_str(&format!("max_open_files = {}\n", s.max_open_files));
-    out.push_str(&format!("close_inactive = \"{}\"\n", d(s.close_inactive)));
-    out.push_str(&format!("forget_after = \"{}\"\n", d(s.forget_after)));
-    out.push_str(&format!("\n[node]\nname = {:?}\n", cfg.node.name));
-    if let Some(c) = &cfg.node.cluster {
-        out.push_str(&format!("cluster = {c:?}\n"));
-    }
-    // The labels as every record gets them: the table merged with the labels file.
-    if !cfg.node.labels.is_empty() {
-        let pairs: Vec<String> = cfg
-            .node
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{} = {}", toml::Value::from(k.as_str()), toml::Value::from(v.as_str())))
-            .collect();
-        out.push_str(&format!("labels = {{ {} }}\n", pairs.join(", ")));
-    }
-    let b = &cfg.batch;
-    out.push_str(&format!(
-        "\n[batch]\nmax_records = {}\nmax_bytes = {}\nmax_wait = \"{}\"\nmax_buffer_bytes = {}\n",
-        b.max_records,
-        b.max_bytes,
-        d(b.max_wait),
-        b.max_buffer_bytes
-    ));
-    let r = &cfg.retry;
-    out.push_str(&format!(
-        "\n[retry]\ninitial_backoff = \"{}\"\nmax_backoff = \"{}\"\nshutdown_grace = \"{}\"\n",
-        d(r.initial_backoff),
-        d(r.max_backoff),
-        d(r.shutdown_grace)
-    ));
-    if !raw.sinks.is_empty() {
-        // Serialized under a `sinks` array so nested tables render as [sinks.labels].
-        let sinks: Vec<toml::Value> =
-            raw.sinks.iter().filter_map(|s| toml::Value::try_from(RedactedSink(s)).ok()).collect();
-        let mut doc = toml::Table::new();
-        doc.insert("sinks".into(), toml::Value::Array(sinks));
-        out.push('\n');
-        out.push_str(&toml::to_string(&doc).unwrap_or_default());
-    }
-    if raw.sinks.is_empty() {
-        out.push_str("\n# no [[sinks]]: records go to stdout as NDJSON\n");
-    }
-    out.push_str(&format!("\n[dead_letter]\nmax_bytes = {}\n", cfg.dead_letter_max_bytes));
-    out.push_str(&format!("\n[api]\naddress = \"{}\"\n", cfg.api_address.map(|a| a.to_string()).unwrap_or_default()));
-    out
-}
-
-/// Serializes a sink with its secrets redacted.
-struct RedactedSink<'a>(&'a SinkRaw);
-
-impl Serialize for RedactedSink<'_> {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            SinkRaw::Loki(l) => SinkRaw::Loki(l.redacted()).serialize(ser),
-            SinkRaw::Elasticsearch(e) => SinkRaw::Elasticsearch(e.redacted()).serialize(ser),
-            SinkRaw::Otlp(o) => SinkRaw::Otlp(o.redacted()).serialize(ser),
-            other => other.serialize(ser),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn minimal_config_from_the_issue() {
-        let text = r#"
-            [source]
-            paths = ["/tmp/ray"]
-            state_dir = "/var/lib/raylog"
-            start_at = "beginning"
-            [[sinks]]
-            type = "loki"
-            endpoint = "http://127.0.0.1:3100"
-            [api]
-            address = "127.0.0.1:9095"
-        "#;
-        let (_, cfg) = parse(text, "t.toml").unwrap();
-        assert_eq!(cfg.sinks.len(), 1);
-        assert_eq!(cfg.sinks[0].name(), "loki");
-        assert_eq!(cfg.api_address.unwrap().port(), 9095);
-    }
-
-    #[test]
-    fn batches_build_what_the_sinks_read() {
-        use crate::agent::batch::Needs;
-        let needs = |sinks: &str| {
-            parse(&format!("[source]\npaths = [\"/tmp/ray\"]\n{sinks}"), "t.toml").unwrap().1.batch_needs()
-        };
-        let loki = "[[sinks]]\ntype = \"loki\"\nendpoint = \"http://l:3100\"\n";
-        let es = "[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"http://e:9200\"\n";
-        assert_eq!(needs(loki), Needs { json: false, fields: true, extra: false });
-        let otlp = "[[sinks]]\ntype = \"otlp\"\nendpoint = \"http://c:4318\"\n";
-        let json_loki = Needs { json: true, fields: true, extra: false };
-        assert_eq!(needs(&format!("{loki}line_format = \"json\"\n")), json_loki);
-        assert_eq!(needs(es), Needs { json: true, fields: false, extra: false });
-        assert_eq!(needs(&format!("{loki}{es}")), json_loki);
-        assert_eq!(needs(otlp), Needs { json: false, fields: true, extra: true });
-        assert_eq!(needs(&format!("{otlp}{es}")), Needs::ALL);
-        assert_eq!(needs(""), Needs { json: true, fields: false, extra: false }, "stdout when no sink is configured");
-    }
-
-    #[test]
-    fn every_problem_is_reported_with_its_key() {
-        let text = r#"
-            [source]
-            start_at = "middle"
-            poll_interval = "soon"
-            [batch]
-            max_records = 0
-            [api]
-            address = "nowhere"
-        "#;
-        let err = parse(text, "t.toml").unwrap_err().to_string();
-        for key in ["source.start_at", "source.poll_interval", "batch.max_records", "api.address"] {
-            assert!(err.contains(key), "{key} missing from:\n{err}");
-        }
-    }
-
-    #[test]
-    fn values_beyond_their_range_are_refused_with_the_range() {
-        let text = r#"
-            [source]
-            max_line_bytes = "2GiB"
-            forget_after = "99999999999999999999d"
-            close_inactive = 0
-            [batch]
-            max_bytes = "8GiB"
-            max_buffer_bytes = "99999999999999GiB"
-            [retry]
-            max_backoff = 18446744073709551615
-            [dead_letter]
-            max_bytes = 100
-        "#;
-        let err = parse(text, "t.toml").unwrap_err().to_string();
-        for want in [
-            "source.max_line_bytes: 2GiB is out of range: 16B to 1GiB",
-            "source.forget_after: \"99999999999999999999d\" is too long a duration",
-            "source.close_inactive: 0s is out of range: 100ms to 30d",
-            "batch.max_bytes: 8GiB is out of range: 1KiB to 1GiB",
-            "batch.max_buffer_bytes: \"99999999999999GiB\" is too large",
-            "retry.max_backoff: 18446744073709551615s is out of range: 1ms to 1d",
-            "dead_letter.max_bytes: 100B is out of range: 4KiB to 1TiB",
-        ] {
-            assert!(err.contains(want), "{want:?} missing from:\n{err}");
-        }
-    }
-
-    #[test]
-    fn unknown_keys_are_refused() {
-        let err = parse("[source]\npathz = []\n", "t.toml").unwrap_err().to_string();
-        assert!(err.contains("pathz"), "{err}");
-        let err = parse("[[sinks]]\ntype = \"kafka\"\n", "t.toml").unwrap_err().to_string();
-        assert!(err.contains("kafka"), "{err}");
-    }
-
-    #[test]
-    fn effective_config_round_trips() {
-        let text = "[[sinks]]\ntype = \"loki\"\nendpoint = \"http://l:3100\"\nbearer_token = \"s3cret\"\n[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"http://es:9200\"\n";
-        let (raw, cfg) = parse(text, "t.toml").unwrap();
-        let eff = effective_toml(&raw, &cfg);
-        assert!(!eff.contains("s3cret"), "{eff}");
-        let (_, again) = parse(&eff, "effective").unwrap_or_else(|e| panic!("{e}\n{eff}"));
-        assert_eq!(again.sinks.len(), 2);
-    }
-
-    #[test]
-    fn pod_labels_file_gives_labels_and_cluster() {
-        // What the kubelet writes for a downwardAPI `metadata.labels` item.
-        let f = std::env::temp_dir().join(format!("raylog-labels-{}", std::process::id()));
-        std::fs::write(&f, "ray.io/cluster=\"rc-1\"\nray.io/node-type=\"head\"\nteam=\"from-file\"\n").unwrap();
-        let text = format!("[node]\nlabels = {{ team = \"ml\" }}\nlabels_file = {:?}\n", f.display().to_string());
-        let (raw, cfg) = parse(&text, "t.toml").unwrap();
-        std::fs::remove_file(&f).unwrap();
-        if std::env::var_os("RAY_CLUSTER_NAME").is_none() {
-            assert_eq!(cfg.node.cluster.as_deref(), Some("rc-1"));
-        }
-        assert_eq!(cfg.node.labels["ray.io/node-type"], "head");
-        assert_eq!(cfg.node.labels["team"], "ml", "the config's table wins over the file");
-        // check-config shows the merged labels, and its output reads back the same.
-        let eff = effective_toml(&raw, &cfg);
-        assert!(eff.contains(r#""ray.io/node-type" = "head""#), "{eff}");
-        let (_, again) = parse(&eff, "effective").unwrap_or_else(|e| panic!("{e}\n{eff}"));
-        assert_eq!(again.node.labels, cfg.node.labels);
-        let err = parse("[node]\nlabels_file = \"/nonexistent/labels\"\n", "t.toml").unwrap_err().to_string();
-        assert!(err.contains("node.labels_file"), "{err}");
-    }
-
-    #[test]
-    fn no_sink_means_stdout() {
-        let (_, cfg) = parse("", "t.toml").unwrap();
-        assert!(matches!(cfg.sinks[..], [SinkConfig::Stdout { .. }]));
-    }
-}
+mod tests;

@@ -17,9 +17,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::counters::EventMetrics;
 use super::spool::{wrapper, Cursor, Spool};
 use crate::agent::config::RetryConfig;
-use crate::agent::metrics::Metrics;
 
 /// Beside the spool dir, not in it: the source reads every file in there.
 const CURSOR_FILE: &str = "ray_events.forward.json";
@@ -60,7 +60,7 @@ pub async fn run(
     spool: Arc<Mutex<Spool>>,
     url: reqwest::Url,
     retry: RetryConfig,
-    metrics: Arc<Metrics>,
+    metrics: Arc<EventMetrics>,
     appended: Arc<tokio::sync::Notify>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -99,7 +99,7 @@ async fn deliver(
     url: &reqwest::Url,
     post: &Post,
     retry: &RetryConfig,
-    metrics: &Metrics,
+    metrics: &EventMetrics,
     stop: &mut tokio::sync::watch::Receiver<bool>,
     logged: &mut bool,
 ) -> bool {
@@ -113,7 +113,7 @@ async fn deliver(
             .await;
         let why = match sent {
             Ok(r) if r.status().is_success() => {
-                metrics.events.forwarded.fetch_add(post.events, Relaxed);
+                metrics.forwarded.fetch_add(post.events, Relaxed);
                 if std::mem::take(logged) {
                     tracing::info!(%url, "forwarding Ray's events again");
                 }
@@ -122,14 +122,14 @@ async fn deliver(
             Ok(r) if r.status().is_client_error() && !matches!(r.status().as_u16(), 408 | 429) => {
                 let status = r.status();
                 let text = r.text().await.unwrap_or_default();
-                metrics.events.forward_dropped.fetch_add(post.events, Relaxed);
+                metrics.forward_dropped.fetch_add(post.events, Relaxed);
                 tracing::warn!(%url, %status, answer = %text.chars().take(300).collect::<String>(), events = post.events, "events.forward_to refused a post for good; skipped it (the records still go to the sinks)");
                 return true;
             }
             Ok(r) => format!("answered {}", r.status()),
             Err(e) => e.to_string(),
         };
-        metrics.events.forward_retries.fetch_add(1, Relaxed);
+        metrics.forward_retries.fetch_add(1, Relaxed);
         if !std::mem::replace(logged, true) {
             tracing::warn!(%url, error = %why, "cannot forward Ray's events; retrying with backoff (the spool fills meanwhile)");
         }

@@ -15,10 +15,14 @@
 //!   events' worker → actor links reach the correlator.
 //! - [`forward`]: every accepted post, unchanged, to `events.forward_to`.
 //!
+//! Their counters ([`EventMetrics`], in `counters.rs`) belong to this stage; `/metrics`
+//! renders them through `Metrics::stage`.
+//!
 //! A sealed segment is deleted once every sink acknowledged it and the forwarder
 //! passed it; the checkpoint store tells the spool what was acknowledged
 //! ([`spool::Delivered`]).
 
+mod counters;
 pub mod forward;
 pub mod receiver;
 pub mod spool;
@@ -26,85 +30,16 @@ pub mod spool;
 mod tests;
 
 use std::collections::HashMap;
-use std::fmt::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::agent::checkpoint::{FileCheckpoint, FileKey};
 use crate::agent::config::{EventsConfig, RetryConfig};
 use crate::agent::metrics::Metrics;
+pub use counters::EventMetrics;
 pub use spool::{is_segment_name, Delivered, Spool, SpoolError};
-
-/// The receiver's counters, on `/metrics` when it runs.
-#[derive(Debug, Default)]
-pub struct EventMetrics {
-    pub enabled: AtomicBool,
-    pub posts: AtomicU64,
-    pub events_accepted: AtomicU64,
-    /// By reason: malformed (400/415), spool_full (503), io (500),
-    /// event_too_large (413: an event over `source.max_line_bytes`).
-    pub refused: [AtomicU64; 4],
-    pub spool_bytes: AtomicI64,
-    pub forwarded: AtomicU64,
-    pub forward_retries: AtomicU64,
-    pub forward_dropped: AtomicU64,
-    /// A spool write failure was logged (once per run).
-    pub io_error_logged: AtomicBool,
-    /// An event over `source.max_line_bytes` was logged (once per run).
-    pub too_long_logged: AtomicBool,
-}
-
-const REFUSED: [&str; 4] = ["malformed", "spool_full", "io", "event_too_large"];
-
-impl EventMetrics {
-    pub fn count_refused(&self, reason: &str) {
-        let i = REFUSED.iter().position(|r| *r == reason).unwrap_or(0);
-        self.refused[i].fetch_add(1, Relaxed);
-    }
-
-    pub fn render(&self, s: &mut String) {
-        if !self.enabled.load(Relaxed) {
-            return;
-        }
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
-        counter("raylog_events_posts_total", "POSTs Ray made to the event receiver.", self.posts.load(Relaxed));
-        counter(
-            "raylog_events_accepted_total",
-            "Ray events spooled (answered 2xx).",
-            self.events_accepted.load(Relaxed),
-        );
-        counter(
-            "raylog_events_forwarded_total",
-            "Events forwarded to events.forward_to.",
-            self.forwarded.load(Relaxed),
-        );
-        counter(
-            "raylog_events_forward_retries_total",
-            "Forwards retried after a transient failure.",
-            self.forward_retries.load(Relaxed),
-        );
-        counter(
-            "raylog_events_forward_dropped_total",
-            "Events events.forward_to refused for good (4xx).",
-            self.forward_dropped.load(Relaxed),
-        );
-        let r = "raylog_events_posts_refused_total";
-        let _ = writeln!(s, "# HELP {r} POSTs refused, by reason.\n# TYPE {r} counter");
-        for (name, v) in REFUSED.iter().zip(&self.refused) {
-            let _ = writeln!(s, "{r}{{reason=\"{name}\"}} {}", v.load(Relaxed));
-        }
-        let g = "raylog_events_spool_bytes";
-        let _ = writeln!(
-            s,
-            "# HELP {g} Spooled event bytes not yet delivered everywhere.\n# TYPE {g} gauge\n{g} {}",
-            self.spool_bytes.load(Relaxed)
-        );
-    }
-}
 
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +83,8 @@ pub async fn start(
         .await
         .map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
     let bound = listener.local_addr().map_err(|source| EventsError::Bind { addr: cfg.address, source })?;
-    metrics.events.enabled.store(true, Relaxed);
+    let metrics = metrics.stage::<EventMetrics>();
+    metrics.enabled.store(true, Relaxed);
     let appended = Arc::new(tokio::sync::Notify::new());
     let app = receiver::router(spool.clone(), metrics.clone(), appended.clone(), cfg.max_body_bytes, max_line_bytes);
     tokio::spawn(async move {
@@ -166,7 +102,7 @@ pub async fn start(
 }
 
 /// Deletes what was delivered and updates the spool gauge, every second.
-async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<Metrics>, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<EventMetrics>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -181,6 +117,6 @@ async fn janitor(spool: Arc<Mutex<Spool>>, metrics: Arc<Metrics>, mut stop: toki
         })
         .await
         .unwrap_or(0);
-        metrics.events.spool_bytes.store(pending as i64, Relaxed);
+        metrics.spool_bytes.store(pending as i64, Relaxed);
     }
 }

@@ -26,13 +26,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 
+use super::counters::EventMetrics;
 use super::spool::{Spool, SpoolError};
-use super::EventMetrics;
 
 #[derive(Clone)]
 struct Shared {
     spool: Arc<Mutex<Spool>>,
-    metrics: Arc<crate::agent::metrics::Metrics>,
+    metrics: Arc<EventMetrics>,
     /// Wakes the forwarder after an append.
     appended: Arc<tokio::sync::Notify>,
     /// `source.max_line_bytes`: the longest spool line the source reads whole.
@@ -42,7 +42,7 @@ struct Shared {
 /// The routes: POST on `/` (what Ray uses) or any path.
 pub fn router(
     spool: Arc<Mutex<Spool>>,
-    metrics: Arc<crate::agent::metrics::Metrics>,
+    metrics: Arc<EventMetrics>,
     appended: Arc<tokio::sync::Notify>,
     max_body: u64,
     max_line: usize,
@@ -55,7 +55,7 @@ pub fn router(
 }
 
 fn m(s: &Shared) -> &EventMetrics {
-    &s.metrics.events
+    &s.metrics
 }
 
 async fn receive(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {

@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::agent::checkpoint::{FileCheckpoint, FileKey, Fingerprint, FINGERPRINT_MAX};
+use crate::agent::checkpoint::{FileCheckpoint, FileKey, Fingerprint, Observer, FINGERPRINT_MAX};
 
 /// A segment is sealed and a new one started past this size.
 pub const SEGMENT_BYTES: u64 = 8 << 20;
@@ -97,9 +97,9 @@ impl Watched {
     }
 }
 
-impl Delivered {
+impl Observer for Delivered {
     /// Notes a delivered position, if it is a segment's (see the type's docs).
-    pub fn note(&self, cp: &FileCheckpoint) {
+    fn note(&self, cp: &FileCheckpoint) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = m.get_mut(&cp.key) {
             if w.proves(cp) {
@@ -107,7 +107,9 @@ impl Delivered {
             }
         }
     }
+}
 
+impl Delivered {
     fn watch(&self, key: FileKey, head: &[u8], delivered: u64) {
         let head = head[..head.len().min(FINGERPRINT_MAX as usize)].to_vec();
         let w = Watched { head, delivered, matched: None };

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::receiver::{spool_lines, Refusal};
 use super::spool::{complete_posts, post_id, Cursor, Delivered, Spool, SpoolError};
 use super::*;
-use crate::agent::checkpoint::Fingerprint;
+use crate::agent::checkpoint::{Fingerprint, Observer};
 
 mod fuzz;
 
@@ -212,9 +212,9 @@ async fn receiver(
         Spool::open(&dir, max_spool, Arc::new(Delivered::default()), &HashMap::new(), None).unwrap(),
     ));
     let metrics = Arc::new(Metrics::new(&["s"]));
-    metrics.events.enabled.store(true, Relaxed);
+    metrics.stage::<EventMetrics>().enabled.store(true, Relaxed);
     let app =
-        receiver::router(spool.clone(), metrics.clone(), Arc::new(tokio::sync::Notify::new()), max_body, max_line);
+        receiver::router(spool.clone(), metrics.stage(), Arc::new(tokio::sync::Notify::new()), max_body, max_line);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -314,7 +314,7 @@ async fn the_forwarder_sends_every_post_byte_for_byte_retrying_and_skipping_refu
     };
     let appended = Arc::new(tokio::sync::Notify::new());
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(forward::run(spool.clone(), url, retry, metrics.clone(), appended.clone(), stop));
+    let task = tokio::spawn(forward::run(spool.clone(), url, retry, metrics.stage(), appended.clone(), stop));
     for body in &bodies {
         let mut s = spool.lock().unwrap();
         let (lines, _) = spool_lines(body, &post_id(), MAX_LINE).unwrap().unwrap();
@@ -328,9 +328,9 @@ async fn the_forwarder_sends_every_post_byte_for_byte_retrying_and_skipping_refu
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(*got.lock().unwrap(), want, "Ray's bodies, byte for byte, in order, the refused one skipped");
-    assert_eq!(metrics.events.forward_retries.load(Relaxed), 2);
+    assert_eq!(metrics.stage::<EventMetrics>().forward_retries.load(Relaxed), 2);
     let dropped = serde_json::from_slice::<Vec<serde_json::Value>>(&bodies[2]).unwrap().len() as u64;
-    assert_eq!(metrics.events.forward_dropped.load(Relaxed), dropped);
+    assert_eq!(metrics.stage::<EventMetrics>().forward_dropped.load(Relaxed), dropped);
     let _ = stop_tx.send(true);
     task.await.unwrap();
     // The cursor was saved: a restart forwards nothing again.

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::agent::batch::Batch;
 use crate::agent::config::{RetryConfig, SinkConfig};
+pub use crate::agent::metrics::DeadReason;
 pub use dead_letter::DeadLetter;
 
 /// Why a send did not go through.
@@ -39,38 +40,6 @@ pub enum SendError {
     /// Nobody is left to deliver to (stdout's reader went away): the agent stops the
     /// way it does on SIGTERM, and what was not delivered keeps its checkpoint back.
     Gone(String),
-}
-
-/// Why a record went to the dead-letter file: a small fixed set, so it can label
-/// the `raylog_sink_dead_letters_total` counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DeadReason {
-    /// Older than the sink accepts (Loki's `reject_old_samples_max_age`).
-    TooOld,
-    /// Too far in the future (Loki's `creation_grace_period`).
-    TooNew,
-    /// Behind its Loki stream by more than the out-of-order window.
-    TooFarBehind,
-    /// Any other refusal (invalid for the sink, too large, a mapping conflict).
-    Rejected,
-    /// Sent in an OTLP request of which the receiver refused some records without
-    /// naming them (a partial success): this one may be among them.
-    Partial,
-}
-
-impl DeadReason {
-    pub const ALL: [DeadReason; 5] =
-        [DeadReason::TooOld, DeadReason::TooNew, DeadReason::TooFarBehind, DeadReason::Rejected, DeadReason::Partial];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadReason::TooOld => "too_old",
-            DeadReason::TooNew => "too_new",
-            DeadReason::TooFarBehind => "too_far_behind",
-            DeadReason::Rejected => "rejected",
-            DeadReason::Partial => "partial",
-        }
-    }
 }
 
 /// Per-record outcome of a send that got an answer.
