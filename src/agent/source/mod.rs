@@ -6,28 +6,35 @@
 //! the sinks are slow, reading simply stops (backpressure). Delivered batches come
 //! back through the [`Recycler`] and are refilled.
 //!
-//! Work follows change, because a long-lived node holds 100,000 finished files:
-//! - [`files`]: inotify's events ([`Wake`]) name the files to look at; a stat poll
-//!   sweeps the table a slice at a time (all of it per 5 minutes) in case an event was
-//!   missed, and the dirs are listed again every 2 minutes (by inode, without a stat
-//!   per known file) to find what inotify did not report.
-//! - [`table`]: every file tracked, few bytes each; a descriptor for at most
+//! Work follows change, because a long-lived node holds 100,000 finished files. The
+//! pipeline, file by file:
+//! - [`wake`] coalesces inotify's events: the paths that changed since the last
+//!   round, as one bounded set (past its bound, "look at everything").
+//! - [`files`] discovers: dir listings (every 2 minutes while inotify watches, by
+//!   inode, without a stat per known file), the paths [`wake`] names, and a stat
+//!   poll that sweeps the table a slice at a time (all of it per 5 minutes) in case
+//!   an event was missed. A new file gets its resume point and a prescan.
+//! - [`table`] tracks every file, few bytes each, and a descriptor for at most
 //!   `source.max_open_files`. Files idle for `source.close_inactive` are closed, and
 //!   the least recently active sooner when the cap is reached; a closed file is
 //!   reopened when it changes, resuming where it stopped, once its inode and
 //!   fingerprint show the path still names it.
-//! - [`gone`]: a file missing from its path is looked for by the next listing, and
-//!   forgotten only on proof that it left (deleted, or in no complete listing):
-//!   rotation renames files all the time, and inotify splits a rename's events.
-//! - [`read`]: each round reads the files that changed, interleaved in time order.
-//!   The files of a node share a few Loki streams, and Loki refuses an entry more
-//!   than an hour older than the newest of its stream; reading one file to its end
-//!   before the next (a catch-up, a backfill) would send hours-old entries after
-//!   newer ones. So a round reads the files whose next record is oldest, up to
+//! - [`gone`] decides when a file missing from its path may be forgotten: only on
+//!   proof that it left (deleted, or in no complete listing), since rotation renames
+//!   files all the time and inotify splits a rename's events.
+//! - [`tail`] reads one open file as it grows, across rename rotation and
+//!   copy-truncate, into its parser.
+//! - [`read`] drives the rounds: each reads the files that changed, interleaved in
+//!   time order. The files of a node share a few Loki streams, and Loki refuses an
+//!   entry more than an hour older than the newest of its stream; reading one file
+//!   to its end before the next (a catch-up, a backfill) would send hours-old entries
+//!   after newer ones. So a round reads the files whose next record is oldest, up to
 //!   [`MERGE_SLACK`] past the oldest: a file stops in front of a later record (the
 //!   parser's time limit) until the others get there.
-//! - Each parsed record then passes through [`crate::agent::enrich`]: actor output
-//!   waits for its actor id, a new session's first records for their node id.
+//! - Every parsed record goes to the enrich stage ([`Enrich`], owned here), in one
+//!   place (`Source::parse_open`): actor output waits for its actor id, a new
+//!   session's first records for their node id, and the rest enters the batch,
+//!   which this module cuts and sends with the checkpoints it advances.
 
 mod files;
 mod gone;
