@@ -73,6 +73,11 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `idle_flush` is 1 s, not shorter: raylet writes a state dump of 100 KB in pieces,
+/// and while a session starts on a loaded 2-core machine a pause of 200 ms between
+/// two pieces happened (the live agent then emitted the dump as two records, which
+/// the archive run, reading the finished file, does not: a full parallel test run
+/// failed that way, the test alone passed).
 fn write_config(dir: &Path, name: &str, state: &Path, sinks: &str, api: &str) -> PathBuf {
     let cfg = format!(
         r#"
@@ -80,7 +85,7 @@ fn write_config(dir: &Path, name: &str, state: &Path, sinks: &str, api: &str) ->
 paths = ["{ray}"]
 state_dir = "{state}"
 poll_interval = "250ms"
-idle_flush = "200ms"
+idle_flush = "1s"
 partial_line_timeout = "2s"
 [node]
 name = "live-node"
