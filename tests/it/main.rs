@@ -11,6 +11,7 @@ mod examples;
 mod golden;
 mod health;
 mod import_loops;
+mod instructions;
 mod live;
 mod live_check;
 mod live_events;

@@ -283,7 +283,7 @@ fn set_mtimes(dir: &Path, t: std::time::SystemTime) {
 }
 
 /// `../shared/bench`, from `RAYLOG_BENCH_DIR`; `None` (skip) when unset outside CI.
-fn bench_dir(test: &str) -> Option<PathBuf> {
+pub(crate) fn bench_dir(test: &str) -> Option<PathBuf> {
     match std::env::var_os("RAYLOG_BENCH_DIR") {
         Some(p) => {
             let p = PathBuf::from(p);
