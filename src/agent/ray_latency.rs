@@ -49,6 +49,8 @@ struct Process {
     seen: u64,
     /// (io_context, handler) → its totals in the last block.
     last: HashMap<(String, String), Totals>,
+    /// io_context → time of the newest block counted (nanoseconds).
+    newest: HashMap<String, i64>,
 }
 
 #[derive(Debug, Default)]
@@ -89,8 +91,9 @@ impl RayLatency {
         let blocks = event_stats::parse(r.message);
         let mut st = self.lock();
         let component = st.component(r.component());
+        let time = r.timestamp.map(|t| t.0);
         for b in &blocks {
-            st.observe_block(&component, r.pid.unwrap_or(0), b);
+            st.observe_block(&component, r.pid.unwrap_or(0), time, b);
         }
     }
 
@@ -179,12 +182,23 @@ impl State {
         }
     }
 
-    fn observe_block(&mut self, component: &str, pid: u32, b: &Block<'_>) {
+    fn observe_block(&mut self, component: &str, pid: u32, time: Option<i64>, b: &Block<'_>) {
         self.blocks += 1;
         let seen = self.blocks;
         self.evict();
         let proc = self.processes.entry((component.to_string(), pid)).or_default();
         proc.seen = seen;
+        if let Some(t) = time {
+            let newest = proc.newest.entry(b.io_context.to_string()).or_insert(i64::MIN);
+            // Totals are cumulative, so a block older than one already counted adds
+            // nothing. It arrives when a rotated file's last block is read after its
+            // successor's first (the old file's last record waits `idle_flush`), and
+            // against the newer totals it would look like a restart and count whole.
+            if t < *newest {
+                return;
+            }
+            *newest = t;
+        }
         let mut deltas = Vec::with_capacity(b.handlers.len());
         let mut lag = None;
         for h in &b.handlers {

@@ -83,6 +83,21 @@ fn a_restart_starts_a_new_base_and_never_goes_back() {
 }
 
 #[test]
+fn an_older_block_read_after_a_newer_one_adds_nothing() {
+    // A rotated file's last block (second 2) read after its successor's first
+    // (second 3): the totals at second 3 already hold everything. Counted as a restart
+    // it would add 25 more calls.
+    let text = [block(1, 4034, 10, 2, 4.0), block(3, 4034, 40, 6, 12.0), block(2, 4034, 25, 4, 8.0)].concat();
+    let m = metrics_of(&text);
+    assert_eq!(value(&m, &format!("raylog_ray_handler_calls_total{PUT}")), 40.0);
+    // The lag stays the newest interval's: 4 probes queued 8 ms, 2 ms each.
+    assert!((value(&m, LAG) - 0.002).abs() < 1e-9, "{m}");
+    // A later block still counts from the newest totals.
+    let text = [text, block(4, 4034, 50, 8, 20.0)].concat();
+    assert_eq!(value(&metrics_of(&text), &format!("raylog_ray_handler_calls_total{PUT}")), 50.0);
+}
+
+#[test]
 fn the_lag_of_a_loop_that_just_got_slow_shows_at_once() {
     // 100 quick probes, then 2 more that queued 400 ms each: Ray's printed mean
     // barely moves (7.8 ms), the interval's is 400 ms.
