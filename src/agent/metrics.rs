@@ -45,6 +45,12 @@ impl DeadReason {
     }
 }
 
+/// One unlabelled series with its `# HELP` and `# TYPE` lines (`kind`: `counter`
+/// or `gauge`).
+pub fn single(s: &mut String, kind: &str, name: &str, help: &str, v: impl std::fmt::Display) {
+    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+}
+
 /// A label value in the exposition format's quoting.
 pub(crate) fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
@@ -153,9 +159,7 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
+        let mut counter = |name: &str, help: &str, v: u64| single(&mut s, "counter", name, help, v);
         counter("raylog_lines_read_total", "Lines read from Ray log files.", self.lines_read.load(Relaxed));
         counter("raylog_bytes_read_total", "Bytes read from Ray log files.", self.bytes_read.load(Relaxed));
         counter("raylog_records_read_total", "Records parsed.", self.records_read.load(Relaxed));
@@ -181,9 +185,7 @@ impl Metrics {
             "Checkpoint files written.",
             self.checkpoints_written.load(Relaxed),
         );
-        let mut gauge = |name: &str, help: &str, v: i64| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        };
+        let mut gauge = |name: &str, help: &str, v: i64| single(&mut s, "gauge", name, help, v);
         gauge("raylog_files_watched", "Files tracked (open or not).", self.files_watched.load(Relaxed));
         gauge(
             "raylog_files_open",

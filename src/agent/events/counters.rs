@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
-use crate::agent::metrics::Counters;
+use crate::agent::metrics::{single, Counters};
 
 /// The receiver's counters, on `/metrics` when it runs.
 #[derive(Debug, Default)]
@@ -39,9 +39,7 @@ impl Counters for EventMetrics {
         if !self.enabled.load(Relaxed) {
             return;
         }
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
+        let mut counter = |name: &str, help: &str, v: u64| single(s, "counter", name, help, v);
         counter("raylog_events_posts_total", "POSTs Ray made to the event receiver.", self.posts.load(Relaxed));
         counter(
             "raylog_events_accepted_total",
