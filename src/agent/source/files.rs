@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use raylog_parsers::{classify, Id};
 
+use super::names::Name;
 use super::table::{Place, Tick, Tracked};
 use super::{Dir, Source, SWEEP_WATCHED};
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
@@ -28,16 +29,22 @@ pub(super) const STOP_CHECK: usize = 1024;
 /// changes and is opened, it is read from its start.
 pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 };
 
-/// A file listed or named by an event, not tracked yet. Its `rel` becomes the
-/// tracked file's: a first scan of 100,000 files allocates each name once.
+/// A file listed or named by an event, not tracked yet. Its name is in the table's
+/// arena already and becomes the tracked file's: a first scan of a million files
+/// keeps each name once, packed, and no list of strings.
 struct Found {
     dir: u32,
-    rel: Box<str>,
+    name: Name,
 }
 
 impl Source {
     fn path_of(&self, f: &Found) -> PathBuf {
-        self.dirs[f.dir as usize].root.join(&*f.rel)
+        self.dirs[f.dir as usize].root.join(self.table.names.get(f.name))
+    }
+
+    /// Where a tracked file is (as far as the table knows).
+    pub(super) fn path(&self, t: &Tracked) -> PathBuf {
+        self.dirs[t.dir as usize].root.join(self.table.rel(t))
     }
 
     /// Lists every logs dir; tracks new files, notices moved and vanished ones.
@@ -88,6 +95,7 @@ impl Source {
             }
         }
         self.expire_departed();
+        self.table.maintain();
         if found > 1000 {
             // Tens of thousands of names were allocated and freed: give the memory back.
             crate::agent::trim_heap();
@@ -164,7 +172,8 @@ impl Source {
         let listing = self.listing;
         let Some(t) = self.table.get_mut(&key) else {
             if !self.excluded(&rel) {
-                new.push(Found { dir: d, rel: rel.replace('\\', "/").into() });
+                let name = self.table.names.add(&rel.replace('\\', "/"));
+                new.push(Found { dir: d, name });
             }
             return;
         };
@@ -196,15 +205,14 @@ impl Source {
             self.table.ready.insert(key);
         }
         let Some(t) = self.table.get_mut(&key) else { return };
-        if t.dir == d && &*t.rel == rel {
+        if t.dir == d && self.table.is_named(&key, rel) {
             return;
         }
-        let old = self.dirs[t.dir as usize].root.join(&*t.rel);
-        t.dir = d;
-        if let Some(open) = &mut t.open {
+        if let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) {
             open.path = path.to_path_buf();
         }
-        self.table.moved(key, &old, path, rel.into());
+        let name = self.table.names.add(rel);
+        self.table.moved(key, d, name);
     }
 
     /// Starts tracking new files. Those with something to read are prescanned (with
@@ -217,32 +225,38 @@ impl Source {
                 break;
             }
             let path = self.path_of(&f);
-            let Ok(md) = std::fs::metadata(&path) else { continue };
+            let Ok(md) = std::fs::metadata(&path) else {
+                self.table.names.free(f.name);
+                continue;
+            };
             let key = FileKey::of(&md);
             if let Some(t) = self.table.get_mut(&key) {
                 t.listed = self.listing;
-                self.follow_move(key, f.dir, &f.rel, &path);
+                let rel = self.table.names.get(f.name);
+                self.table.names.free(f.name);
+                self.follow_move(key, f.dir, &rel, &path);
                 continue;
             }
             let t = self.tracked(key, f, &md);
             if t.has_work() {
                 self.table.ready.insert(key);
             }
-            self.table.insert(t, &path);
+            self.table.insert(t);
             added.push(key);
         }
         let busy: std::collections::HashSet<Id> = added
             .iter()
             .filter(|k| self.table.ready.contains(k))
-            .filter_map(|k| classify(&self.table.get(k)?.rel, None).worker_id)
+            .filter_map(|k| classify(&self.table.rel(self.table.get(k)?), None).worker_id)
             .collect();
         for (i, key) in added.iter().enumerate() {
             if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
                 break;
             }
             let Some(t) = self.table.get(key) else { continue };
-            let (dir, path) = (t.dir, self.dirs[t.dir as usize].root.join(&*t.rel));
-            let meta = classify(&t.rel, self.dirs[dir as usize].session.as_deref());
+            let (dir, rel) = (t.dir, self.table.rel(t));
+            let path = self.dirs[dir as usize].root.join(&rel);
+            let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
             let has_work = self.table.ready.contains(key);
             let names_busy_actor = meta.component == "core_worker" && meta.worker_id.is_some_and(|w| busy.contains(&w));
             if has_work || names_busy_actor {
@@ -260,30 +274,14 @@ impl Source {
 
     /// A new file's entry: where reading resumes, from its checkpoint if it has one.
     fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata) -> Tracked {
-        let mut t = Tracked {
-            key,
-            dir: f.dir,
-            rel: f.rel,
-            size: md.len(),
-            fingerprint: Fingerprint::default(),
-            resume: 0,
-            context: None,
-            last_time: None,
-            unverified: false,
-            head: i64::MIN,
-            ident: None,
-            active: Tick::now(),
-            listed: self.listing,
-            place: Place::Here,
-            open: None,
-        };
+        let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
         if let Some(cp) = self.resume.remove(&key) {
-            (t.resume, t.context, t.last_time, t.fingerprint, t.unverified) =
-                (cp.offset, cp.context, cp.last_time_ns, cp.fingerprint, true);
-            t.head = t.last_time.unwrap_or(i64::MIN);
+            (t.resume, t.context, t.fingerprint, t.unverified) = (cp.offset, cp.context, cp.fingerprint, true);
+            t.set_last_time(cp.last_time_ns);
+            t.head = cp.last_time_ns.unwrap_or(i64::MIN);
             return t;
         }
-        if crate::agent::events::is_segment_name(&t.rel) {
+        if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
             // Ray's events: raylog answered 2xx for them; they are read whole.
         } else if self.cfg.source.start_at == StartAt::End && self.first_scan && self.first_start {
             t.resume = md.len();
@@ -325,7 +323,7 @@ impl Source {
     pub(super) fn on_paths(&mut self, paths: Vec<PathBuf>) -> usize {
         let (mut new, mut stale) = (vec![], vec![]);
         for path in paths {
-            let known = self.table.by_path(&path, |t| self.dirs[t.dir as usize].root.join(&*t.rel));
+            let known = self.locate(&path).and_then(|(d, rel)| self.table.by_path(d, &rel));
             match std::fs::metadata(&path) {
                 Ok(md) if md.is_dir() => self.next_rescan = Instant::now(),
                 Ok(md) if md.is_file() => {
@@ -361,18 +359,26 @@ impl Source {
     /// Where `path` is in the dirs followed, if it is a file to ship. A path outside
     /// every known logs dir may be a new session: list the dirs again soon.
     fn found_at(&mut self, path: &Path) -> Option<Found> {
-        let Some(d) = self.dirs.iter().position(|d| path.starts_with(&d.root)) else {
+        let Some((d, rel)) = self.locate(path) else {
             self.next_rescan = Instant::now();
             return None;
         };
+        (!self.excluded(&rel)).then(|| Found { dir: d, name: self.table.names.add(&rel) })
+    }
+
+    /// The logs dir `path` is in, and the path inside it.
+    fn locate(&self, path: &Path) -> Option<(u32, String)> {
+        let d = self.dirs.iter().position(|d| path.starts_with(&d.root))?;
         let rel = path.strip_prefix(&self.dirs[d].root).ok()?.to_string_lossy().replace('\\', "/");
-        (!self.excluded(&rel)).then(|| Found { dir: d as u32, rel: rel.into() })
+        Some((d as u32, rel))
     }
 
     /// Tracked file `key` was seen at `path`: follow it there if it is in a logs dir.
     pub(super) fn relocate(&mut self, key: FileKey, path: &Path) {
-        if let Some(f) = self.found_at(path) {
-            self.follow_move(key, f.dir, &f.rel, path);
+        match self.locate(path) {
+            Some((d, rel)) if !self.excluded(&rel) => self.follow_move(key, d, &rel, path),
+            Some(_) => {}
+            None => self.next_rescan = Instant::now(),
         }
     }
 
@@ -382,12 +388,16 @@ impl Source {
     pub(super) fn stat_all(&mut self) {
         let keys: Vec<FileKey> = self.table.values().map(|t| t.key).collect();
         for key in keys {
+            let path = match self.table.get(&key) {
+                Some(t) if t.open.is_none() => Some(self.path(t)),
+                Some(_) => None,
+                None => continue,
+            };
             let Some(t) = self.table.get_mut(&key) else { continue };
-            let size = match &mut t.open {
-                Some(open) => open.stat().map(|()| open.size).ok(),
-                None => {
-                    let path = self.dirs[t.dir as usize].root.join(&*t.rel);
-                    std::fs::metadata(&path).ok().filter(|md| FileKey::of(md) == key).map(|md| md.len())
+            let size = match (&mut t.open, path) {
+                (Some(open), _) => open.stat().map(|()| open.size).ok(),
+                (None, path) => {
+                    path.and_then(|p| std::fs::metadata(p).ok()).filter(|md| FileKey::of(md) == key).map(|md| md.len())
                 }
             };
             match size {
@@ -417,17 +427,19 @@ impl Source {
             }
             return;
         }
-        let fp = t.fingerprint;
-        if fp.len == 0 || t.place != Place::Here || fp == READ_WHOLE {
+        let (fp, here) = (t.fingerprint, t.place == Place::Here);
+        if fp.len == 0 || !here || fp == READ_WHOLE {
             return;
         }
-        let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+        let Some(t) = self.table.get(&key) else { return };
+        let path = self.path(t);
         let Ok(f) = std::fs::File::open(&path) else { return };
         let same = f.metadata().is_ok_and(|md| FileKey::of(&md) == key)
             && Fingerprint::read_at(&f, fp.len).is_ok_and(|now| now == fp);
         if !same && f.metadata().is_ok_and(|md| FileKey::of(&md) == key) {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
-            (t.resume, t.context, t.last_time, t.head, t.ident) = (0, None, None, i64::MIN, None);
+            let Some(t) = self.table.get_mut(&key) else { return };
+            t.restart();
             t.fingerprint = Fingerprint::default();
             self.table.ready.insert(key);
         }
@@ -441,7 +453,7 @@ impl Source {
         let n = self.table.len().div_ceil(rounds);
         for key in self.table.sweep(n) {
             let Some(t) = self.table.get(&key) else { continue };
-            let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+            let path = self.path(t);
             match std::fs::metadata(&path) {
                 Ok(md) if FileKey::of(&md) == key => {
                     if let Some(t) = self.table.get_mut(&key) {

@@ -25,7 +25,7 @@ impl Source {
     /// was deleted: it is read to its end and forgotten, no listing needed.
     pub(super) fn check_gone(&mut self, key: FileKey) {
         let Some(t) = self.table.get(&key) else { return };
-        let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+        let path = self.path(t);
         if std::fs::metadata(&path).is_ok_and(|md| FileKey::of(&md) == key) {
             return;
         }
@@ -72,7 +72,7 @@ impl Source {
     /// deleted, its position stays in `resume`, should it be found again.
     pub(super) fn forget(&mut self, key: FileKey) {
         let Some(t) = self.table.get(&key) else { return };
-        let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+        let path = self.path(t);
         let lost = t.behind();
         if lost > 0 && t.open.is_none() {
             self.lost(&path, lost, t.resume);
@@ -86,7 +86,7 @@ impl Source {
             self.closed.push(cp);
         }
         self.dirty.remove(&key);
-        self.table.remove(key, &path);
+        self.table.remove(key);
     }
 
     /// Where file `key` resumes if it is found again: past what was sent or held

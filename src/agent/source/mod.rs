@@ -40,6 +40,7 @@ mod files;
 mod gone;
 #[cfg(test)]
 mod model_tests;
+mod names;
 mod read;
 mod table;
 pub mod tail;
@@ -265,6 +266,7 @@ impl Source {
         if self.table.ready.capacity() > 4096 {
             self.table.ready = Default::default();
         }
+        self.table.maintain();
         if big {
             self.recycler.clear();
             if self.enrich.batch.is_empty() {
@@ -383,7 +385,7 @@ impl Source {
                 o.parser.context().last_timestamp.map(|t| t.0),
                 o.fingerprint,
             ),
-            None => (t.resume, t.context.clone(), t.last_time, t.fingerprint),
+            None => (t.resume, t.context.clone(), t.last_time(), t.fingerprint),
         };
         if let Some(h) = self.enrich.hold.min_offset(&key) {
             offset = offset.min(h);

@@ -411,7 +411,13 @@ impl Model {
             let o = t.open.as_ref().map(|o| (o.parser.offset(), o.parser.unemitted_offset(), o.size, o.fingerprint));
             eprintln!(
                 "table {:?} {} {:?} open {o:?} resume {} size {} fp {:?} ident {:?}",
-                t.key, t.rel, t.place, t.resume, t.size, t.fingerprint, t.ident
+                t.key,
+                self.rig.source.table.rel(t),
+                t.place,
+                t.resume,
+                t.size,
+                t.fingerprint,
+                t.ident()
             );
         }
     }

@@ -110,7 +110,7 @@ impl Source {
             }
             Err(e) => {
                 let Some(t) = self.table.get(&key) else { return Opened::Never };
-                let path = self.dirs[t.dir as usize].root.join(&*t.rel);
+                let path = self.path(t);
                 if e.kind() == std::io::ErrorKind::NotFound {
                     self.misplaced(key);
                 } else {
@@ -139,11 +139,12 @@ impl Source {
     fn open(&mut self, key: FileKey) -> std::io::Result<bool> {
         let t = self.table.get(&key).expect("checked by the caller");
         let d = &self.dirs[t.dir as usize];
-        let path = d.root.join(&*t.rel);
-        let mut meta = classify(&t.rel, d.session.as_deref());
+        let rel = self.table.rel(t);
+        let path = d.root.join(&rel);
+        let mut meta = classify(&rel, d.session.as_deref());
         meta.path = Some(path.to_string_lossy().into_owned());
         let meta = Arc::new(meta);
-        let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time);
+        let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time());
         let expect = (t.unverified || t.fingerprint.len > 0).then_some(t.fingerprint);
         let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), d.node, t.resume, ctx, expect)? else {
             return Ok(false);
@@ -152,7 +153,7 @@ impl Source {
             tracing::info!(path = %tailed.path.display(), "file replaced since it was last read (inode reused); reading it from the start");
         }
         let t = self.table.get(&key).expect("checked by the caller");
-        if let Some(ident) = t.ident.filter(|_| !replaced) {
+        if let Some(ident) = t.ident().filter(|_| !replaced) {
             tailed.set_ident(ident);
         }
         if tailed.parser.context().last_timestamp.is_none() && tailed.parser.offset() < crate::prescan::TIME_HINT_WINDOW
@@ -162,7 +163,7 @@ impl Source {
         let t = self.table.get_mut(&key).expect("checked by the caller");
         (t.unverified, t.fingerprint, t.size) = (false, tailed.fingerprint, tailed.size);
         if replaced {
-            t.ident = None;
+            t.set_ident(None);
         }
         self.table.set_open(key, Some(Box::new(tailed)));
         Ok(true)
@@ -227,11 +228,11 @@ impl Source {
         let ctx = open.parser.context();
         t.resume = open.parser.unemitted_offset();
         t.context = SavedContext::from_parser(ctx);
-        t.last_time = ctx.last_timestamp.map(|t| t.0);
+        t.set_last_time(ctx.last_timestamp.map(|t| t.0));
         t.head = open.head();
         (t.fingerprint, t.size) = (open.fingerprint, open.size);
         // Not `.or(t.ident)`: after a truncation the file has a new first line.
-        t.ident = open.ident();
+        t.set_ident(open.ident());
         if t.has_work() {
             // Closed holding a record or a partial line: read it again from there.
             self.table.ready.insert(key);

@@ -8,11 +8,13 @@
 //! `ready` set (inotify said it changed, a stat poll saw it grow, it has more to read),
 //! and the stat poll sweeps the table a slice at a time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::BuildHasher;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use hashbrown::HashTable;
+
+use super::names::{Name, Names};
 use super::tail::Tailed;
 use crate::agent::checkpoint::{FileKey, Fingerprint, SavedContext};
 
@@ -41,8 +43,8 @@ pub struct Tracked {
     pub key: FileKey,
     /// Index of its logs dir in the source's dir list.
     pub dir: u32,
-    /// Path inside the logs dir (`events/event_GCS.log`).
-    pub rel: Box<str>,
+    /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`].
+    pub name: Name,
     /// Size at the last stat.
     pub size: u64,
     /// Fingerprint of the file's start, as last known.
@@ -51,15 +53,18 @@ pub struct Tracked {
     /// emitted, the parser context there, and the last time a record there had.
     pub resume: u64,
     pub context: Option<Box<SavedContext>>,
-    pub last_time: Option<i64>,
+    /// `i64::MIN`: none (see [`Tracked::last_time`]; an `Option` would take 8 bytes
+    /// more in each of a million entries).
+    last_time: i64,
     /// The resume point came from a checkpoint and has not been checked against the
     /// file's fingerprint yet (done when it is first opened).
     pub unverified: bool,
     /// Where the file stands in time while closed: the record it stopped at, else
     /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
     pub head: i64,
-    /// Hash of the first line, once known (document ids derive from it).
-    pub ident: Option<u64>,
+    /// Hash of the first line, once known (document ids derive from it); 0: not
+    /// known (see [`Tracked::ident`]).
+    ident: u64,
     /// When data last arrived, or the file was last found changed ([`Tick`]: a
     /// 16-byte `Instant` in each of 100,000 entries would cost 1 MiB more).
     pub active: Tick,
@@ -88,6 +93,51 @@ pub enum Place {
 }
 
 impl Tracked {
+    /// A closed file at `name` of dir `dir`, read from its start.
+    pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u32) -> Tracked {
+        Tracked {
+            key,
+            dir,
+            name,
+            size,
+            fingerprint: Fingerprint::default(),
+            resume: 0,
+            context: None,
+            last_time: i64::MIN,
+            unverified: false,
+            head: i64::MIN,
+            ident: 0,
+            active: Tick::now(),
+            listed,
+            place: Place::Here,
+            open: None,
+        }
+    }
+
+    /// The time of the last record before `resume` that had one of its own.
+    pub fn last_time(&self) -> Option<i64> {
+        (self.last_time != i64::MIN).then_some(self.last_time)
+    }
+
+    pub fn set_last_time(&mut self, t: Option<i64>) {
+        self.last_time = t.unwrap_or(i64::MIN);
+    }
+
+    /// The hash of the first line, once known.
+    pub fn ident(&self) -> Option<u64> {
+        (self.ident != 0).then_some(self.ident)
+    }
+
+    pub fn set_ident(&mut self, ident: Option<u64>) {
+        // A first line hashing to 0 (one in 2^64) takes the id of one hashing to 1.
+        self.ident = ident.map_or(0, |h| h.max(1));
+    }
+
+    /// Reading starts over from the file's start (it was truncated or replaced).
+    pub fn restart(&mut self) {
+        (self.resume, self.context, self.last_time, self.head, self.ident) = (0, None, i64::MIN, i64::MIN, 0);
+    }
+
     /// Bytes not yet read (for a closed file: since its resume point).
     pub fn behind(&self) -> u64 {
         match &self.open {
@@ -123,90 +173,185 @@ impl Tracked {
     }
 }
 
-/// All tracked files.
+/// All tracked files: a slab of entries, found by key and by path through indices
+/// of slab positions (no key or path is stored twice).
 #[derive(Default)]
 pub struct Table {
-    files: HashMap<FileKey, Tracked>,
-    /// Path hash → the file at that path. (Two of 100,000 paths sharing a 64-bit
-    /// hash is a one-in-10⁹ event; it would only cost the first file its inotify
-    /// lookups, and the stat poll and listings would still find its changes.)
-    by_path: HashMap<u64, FileKey>,
+    slots: Vec<Tracked>,
+    /// Vacant slots, reused first.
+    free: Vec<u32>,
+    len: usize,
+    by_key: HashTable<u32>,
+    /// `(dir, name)` → the file last seen at that path. Two entries may share a path
+    /// for a while (a rotated file not yet followed to its new name, and the new file
+    /// in its place): the index keeps the later one, as inotify's paths mean it.
+    by_path: HashTable<u32>,
+    pub names: Names,
     /// Files to look at in the next round.
     pub ready: HashSet<FileKey>,
     /// The files with a descriptor.
     open: HashSet<FileKey>,
     hasher: std::hash::RandomState,
-    /// How far the stat poll's pass over the table got.
+    /// How far the stat poll's pass over the slab got.
     sweep_at: usize,
+}
+
+/// A vacant slot's `dir` (no logs dir has this index).
+const VACANT: u32 = u32::MAX;
+
+fn key_hash(h: &std::hash::RandomState, key: &FileKey) -> u64 {
+    h.hash_one(key)
+}
+
+fn path_hash(h: &std::hash::RandomState, dir: u32, raw: &[u8]) -> u64 {
+    h.hash_one((dir, raw))
 }
 
 impl Table {
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.len
     }
 
     pub fn open_count(&self) -> usize {
         self.open.len()
     }
 
+    fn slot(&self, key: &FileKey) -> Option<u32> {
+        let slots = &self.slots;
+        self.by_key.find(key_hash(&self.hasher, key), |&i| slots[i as usize].key == *key).copied()
+    }
+
     pub fn get(&self, key: &FileKey) -> Option<&Tracked> {
-        self.files.get(key)
+        self.slot(key).map(|i| &self.slots[i as usize])
     }
 
     pub fn get_mut(&mut self, key: &FileKey) -> Option<&mut Tracked> {
-        self.files.get_mut(key)
+        self.slot(key).map(|i| &mut self.slots[i as usize])
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Tracked> {
-        self.files.values()
+        self.slots.iter().filter(|t| t.dir != VACANT)
     }
 
-    fn path_hash(&self, path: &Path) -> u64 {
-        self.hasher.hash_one(path)
+    /// Path inside its logs dir of a tracked file.
+    pub fn rel(&self, t: &Tracked) -> String {
+        self.names.get(t.name)
     }
 
-    /// The file `path` names, as far as the table knows.
-    pub fn by_path(&self, path: &Path, full: impl Fn(&Tracked) -> PathBuf) -> Option<FileKey> {
-        let key = *self.by_path.get(&self.path_hash(path))?;
-        self.files.get(&key).is_some_and(|t| full(t) == path).then_some(key)
+    /// Whether tracked file `key` is named `rel`.
+    pub fn is_named(&self, key: &FileKey, rel: &str) -> bool {
+        let mut raw = Vec::with_capacity(rel.len());
+        super::names::encode(rel, &mut raw);
+        self.get(key).is_some_and(|t| self.names.raw(t.name) == raw.as_slice())
     }
 
-    /// Adds a file (`path` is where it is now).
-    pub fn insert(&mut self, t: Tracked, path: &Path) {
-        self.by_path.insert(self.path_hash(path), t.key);
-        if t.open.is_some() {
-            self.open.insert(t.key);
+    /// The file last seen at `rel` of dir `dir`, as far as the table knows.
+    pub fn by_path(&self, dir: u32, rel: &str) -> Option<FileKey> {
+        let mut raw = Vec::with_capacity(rel.len());
+        super::names::encode(rel, &mut raw);
+        let (slots, names) = (&self.slots, &self.names);
+        let i = self.by_path.find(path_hash(&self.hasher, dir, &raw), |&i| {
+            let t = &slots[i as usize];
+            t.dir == dir && names.raw(t.name) == raw.as_slice()
+        })?;
+        Some(self.slots[*i as usize].key)
+    }
+
+    /// Adds a file (its `dir` and `name` say where it is now).
+    pub fn insert(&mut self, t: Tracked) {
+        debug_assert!(self.slot(&t.key).is_none(), "{:?} tracked twice", t.key);
+        let (key, open) = (t.key, t.open.is_some());
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = t;
+                i
+            }
+            None => {
+                self.slots.push(t);
+                self.slots.len() as u32 - 1
+            }
+        };
+        self.len += 1;
+        let (slots, h) = (&self.slots, &self.hasher);
+        self.by_key.insert_unique(key_hash(h, &key), i, |&j| key_hash(h, &slots[j as usize].key));
+        self.index_path(i);
+        if open {
+            self.open.insert(key);
         }
-        self.files.insert(t.key, t);
     }
 
-    /// Records that `key` is now at `path` (renamed), its old path being `old`.
-    pub fn moved(&mut self, key: FileKey, old: &Path, path: &Path, rel: Box<str>) {
-        self.unindex(key, old);
-        self.by_path.insert(self.path_hash(path), key);
-        if let Some(t) = self.files.get_mut(&key) {
-            t.rel = rel;
+    /// Makes slot `i` the file at its path, in place of any other.
+    fn index_path(&mut self, i: u32) {
+        let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
+        let t = &slots[i as usize];
+        let (dir, raw) = (t.dir, names.raw(t.name));
+        let hash = path_hash(h, dir, raw);
+        let rehash = |&j: &u32| {
+            let t = &slots[j as usize];
+            path_hash(h, t.dir, names.raw(t.name))
+        };
+        let same = |&j: &u32| {
+            let u = &slots[j as usize];
+            u.dir == dir && names.raw(u.name) == raw
+        };
+        match self.by_path.entry(hash, same, rehash) {
+            hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = i,
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(i);
+            }
         }
     }
 
-    fn unindex(&mut self, key: FileKey, path: &Path) {
-        let h = self.path_hash(path);
-        if self.by_path.get(&h) == Some(&key) {
-            self.by_path.remove(&h);
+    /// Takes slot `i` out of the path index, if the index has it there.
+    fn unindex_path(&mut self, i: u32) {
+        let (slots, names) = (&self.slots, &self.names);
+        let t = &slots[i as usize];
+        let hash = path_hash(&self.hasher, t.dir, names.raw(t.name));
+        if let Ok(e) = self.by_path.find_entry(hash, |&j| j == i) {
+            e.remove();
         }
     }
 
-    /// Forgets a file (at `path`).
-    pub fn remove(&mut self, key: FileKey, path: &Path) -> Option<Tracked> {
-        self.unindex(key, path);
+    /// Records that `key` is now at `name` of dir `dir` (renamed). The name is the
+    /// table's from now on (freed if the file was there already).
+    pub fn moved(&mut self, key: FileKey, dir: u32, name: Name) {
+        let Some(i) = self.slot(&key) else {
+            self.names.free(name);
+            return;
+        };
+        let t = &self.slots[i as usize];
+        if t.dir == dir && self.names.same(t.name, name) {
+            self.names.free(name);
+            return;
+        }
+        self.unindex_path(i);
+        let t = &mut self.slots[i as usize];
+        let old = std::mem::replace(&mut t.name, name);
+        t.dir = dir;
+        self.names.free(old);
+        self.index_path(i);
+    }
+
+    /// Forgets a file.
+    pub fn remove(&mut self, key: FileKey) -> Option<Tracked> {
+        let i = self.slot(&key)?;
+        self.unindex_path(i);
+        let hash = key_hash(&self.hasher, &key);
+        if let Ok(e) = self.by_key.find_entry(hash, |&j| j == i) {
+            e.remove();
+        }
         self.ready.remove(&key);
         self.open.remove(&key);
-        self.files.remove(&key)
+        let t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT, Name::NONE, 0, 0));
+        self.names.free(t.name);
+        self.free.push(i);
+        self.len -= 1;
+        Some(t)
     }
 
     /// Gives `key` its open state (or takes it away with `None`), keeping the count.
     pub fn set_open(&mut self, key: FileKey, open: Option<Box<Tailed>>) -> Option<Box<Tailed>> {
-        let t = self.files.get_mut(&key)?;
+        let t = self.get_mut(&key)?;
         let was = std::mem::replace(&mut t.open, open);
         if t.open.is_some() {
             self.open.insert(key);
@@ -221,16 +366,67 @@ impl Table {
         self.open.iter().copied().collect()
     }
 
-    /// The next `n` files of the stat poll's sweep over the table. The sweep walks
-    /// the map in its own order from where it stopped (no list of 100,000 keys is
-    /// kept); files added or removed meanwhile may be seen twice or missed once,
-    /// which a safety net can afford.
+    /// The next `n` files of the stat poll's sweep over the slab (from where it
+    /// stopped; files added or removed meanwhile may be seen twice or missed once,
+    /// which a safety net can afford).
     pub fn sweep(&mut self, n: usize) -> Vec<FileKey> {
-        if self.sweep_at >= self.files.len() {
+        if self.sweep_at >= self.slots.len() {
             self.sweep_at = 0;
         }
-        let keys: Vec<FileKey> = self.files.keys().skip(self.sweep_at).take(n).copied().collect();
-        self.sweep_at += keys.len();
+        let mut keys = Vec::with_capacity(n.min(self.len));
+        while keys.len() < n && self.sweep_at < self.slots.len() {
+            let t = &self.slots[self.sweep_at];
+            if t.dir != VACANT {
+                keys.push(t.key);
+            }
+            self.sweep_at += 1;
+        }
         keys
     }
+
+    /// Gives memory back after many files left: the name arena is rewritten when
+    /// mostly garbage, and the slab packed when mostly vacant. Not while a listing
+    /// holds names of files not tracked yet (they would be lost in the rewrite).
+    pub fn maintain(&mut self) {
+        let sparse = self.free.len() >= 4096 && self.free.len() * 2 > self.slots.len();
+        if !sparse && !self.names.wants_compact() {
+            return;
+        }
+        if sparse {
+            self.pack();
+        }
+        let moved = self.names.compact(self.slots.iter().filter(|t| t.dir != VACANT).map(|t| t.name));
+        for (t, n) in self.slots.iter_mut().filter(|t| t.dir != VACANT).zip(moved) {
+            t.name = n;
+        }
+    }
+
+    /// Drops the vacant slots. The indices keep their hashes (they derive from what
+    /// the entries hold, not where), so their slot numbers are rewritten in place.
+    fn pack(&mut self) {
+        let mut to = vec![u32::MAX; self.slots.len()];
+        let mut n = 0;
+        for (i, t) in self.slots.iter().enumerate() {
+            if t.dir != VACANT {
+                to[i] = n;
+                n += 1;
+            }
+        }
+        self.slots.retain(|t| t.dir != VACANT);
+        self.slots.shrink_to_fit();
+        (self.free, self.sweep_at) = (vec![], 0);
+        for i in self.by_key.iter_mut().chain(self.by_path.iter_mut()) {
+            *i = to[*i as usize];
+        }
+        let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
+        self.by_key.shrink_to_fit(|&j| key_hash(h, &slots[j as usize].key));
+        self.by_path.shrink_to_fit(|&j| {
+            let t = &slots[j as usize];
+            path_hash(h, t.dir, names.raw(t.name))
+        });
+    }
 }
+
+#[cfg(test)]
+#[path = "table_tests.rs"]
+mod tests;

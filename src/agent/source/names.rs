@@ -1,0 +1,231 @@
+//! The file names of tracked files, packed in one arena.
+//!
+//! A node with a million finished workers has a million names like
+//! `worker-<56 hex>-01000000-12345.out`: as a `Box<str>` each costs 82 bytes plus the
+//! allocator's 16 and a 16-byte pointer. Here a name is a [`Name`] (a 4-byte offset)
+//! into one byte vector, with runs of lowercase hex digits stored two to a byte, so
+//! the same name takes 52 bytes and no allocation of its own.
+//!
+//! Encoding of one name: its encoded length (LEB128), then
+//! - a byte below 0x80: that ASCII character;
+//! - `0x80 | n` (4 ≤ n ≤ 126): a run of `n` characters of `0-9a-f`, packed high
+//!   nibble first, `⌈n/2⌉` bytes;
+//! - `0xFF b`: the byte `b` (non-ASCII UTF-8).
+//!
+//! A freed name leaves garbage; [`Names::compact`] rewrites the arena once garbage
+//! is most of it, and the table renumbers its entries.
+
+/// A name's place in the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Name(u32);
+
+impl Name {
+    /// No name (a vacant slot's).
+    pub const NONE: Name = Name(u32::MAX);
+}
+
+/// Runs shorter than this stay literal (a marker byte would save nothing).
+const MIN_RUN: usize = 4;
+const MAX_RUN: usize = 126;
+const ESCAPE: u8 = 0xFF;
+
+#[derive(Default)]
+pub struct Names {
+    bytes: Vec<u8>,
+    garbage: usize,
+}
+
+impl Names {
+    /// Stores `rel`.
+    pub fn add(&mut self, rel: &str) -> Name {
+        let at = self.bytes.len();
+        let mut enc = Vec::with_capacity(rel.len());
+        encode(rel, &mut enc);
+        push_len(&mut self.bytes, enc.len());
+        self.bytes.extend_from_slice(&enc);
+        // An arena past 4 GiB would need 40 million names of 100 bytes.
+        Name(u32::try_from(at).expect("name arena over 4 GiB"))
+    }
+
+    /// The encoded bytes of `n` (what hashing and comparing use).
+    pub fn raw(&self, n: Name) -> &[u8] {
+        let (len, skip) = read_len(&self.bytes[n.0 as usize..]);
+        let start = n.0 as usize + skip;
+        &self.bytes[start..start + len]
+    }
+
+    /// The name `n` stands for.
+    pub fn get(&self, n: Name) -> String {
+        decode(self.raw(n))
+    }
+
+    /// Whether `a` and `b` are the same name.
+    pub fn same(&self, a: Name, b: Name) -> bool {
+        a == b || self.raw(a) == self.raw(b)
+    }
+
+    /// Marks `n` unused.
+    pub fn free(&mut self, n: Name) {
+        let (len, skip) = read_len(&self.bytes[n.0 as usize..]);
+        self.garbage += len + skip;
+    }
+
+    /// Bytes held.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    /// Whether a [`Names::compact`] would pay: garbage over half the arena, and at
+    /// least 1 MiB of it.
+    pub fn wants_compact(&self) -> bool {
+        self.garbage >= 1 << 20 && self.garbage * 2 > self.bytes.len()
+    }
+
+    /// Copies the names still in use (`live`, each once) to a new arena and returns
+    /// their new places, in the same order. Every `Name` not in `live` is invalid
+    /// afterwards.
+    pub fn compact(&mut self, live: impl Iterator<Item = Name>) -> Vec<Name> {
+        let mut bytes = Vec::with_capacity(self.bytes.len() - self.garbage);
+        let moved = live
+            .map(|n| {
+                let (len, skip) = read_len(&self.bytes[n.0 as usize..]);
+                let at = bytes.len() as u32;
+                bytes.extend_from_slice(&self.bytes[n.0 as usize..n.0 as usize + skip + len]);
+                Name(at)
+            })
+            .collect();
+        self.bytes = bytes;
+        self.garbage = 0;
+        moved
+    }
+}
+
+/// Encodes `rel` into `out` (see the module docs).
+pub fn encode(rel: &str, out: &mut Vec<u8>) {
+    let b = rel.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let run = b[i..].iter().take(MAX_RUN).take_while(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')).count();
+        if run >= MIN_RUN {
+            out.push(0x80 | run as u8);
+            for pair in b[i..i + run].chunks(2) {
+                let hi = nibble(pair[0]) << 4;
+                out.push(hi | pair.get(1).map_or(0, |&c| nibble(c)));
+            }
+            i += run;
+        } else if b[i] < 0x80 {
+            out.push(b[i]);
+            i += 1;
+        } else {
+            out.extend_from_slice(&[ESCAPE, b[i]]);
+            i += 1;
+        }
+    }
+}
+
+fn decode(enc: &[u8]) -> String {
+    let mut out = Vec::with_capacity(enc.len() * 2);
+    let mut i = 0;
+    while i < enc.len() {
+        match enc[i] {
+            ESCAPE => {
+                out.push(enc[i + 1]);
+                i += 2;
+            }
+            c if c >= 0x80 => {
+                let n = (c & 0x7F) as usize;
+                let packed = &enc[i + 1..i + 1 + n.div_ceil(2)];
+                for k in 0..n {
+                    let v = packed[k / 2] >> (4 * (1 - k % 2)) & 0xF;
+                    out.push(b"0123456789abcdef"[v as usize]);
+                }
+                i += 1 + n.div_ceil(2);
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    // Only whole UTF-8 sequences were encoded, so this never replaces anything.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn nibble(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        _ => c - b'a' + 10,
+    }
+}
+
+fn push_len(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push(0x80 | (n & 0x7F) as u8);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn read_len(b: &[u8]) -> (usize, usize) {
+    let (mut n, mut shift, mut i) = (0usize, 0, 0);
+    loop {
+        let c = b[i];
+        n |= ((c & 0x7F) as usize) << shift;
+        i += 1;
+        if c < 0x80 {
+            return (n, i);
+        }
+        shift += 7;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_pack_hex() {
+        let worker = format!("worker-{:056x}-01000000-12345.out", 0xA000123u64);
+        let mut names = Names::default();
+        let cases = [
+            worker.as_str(),
+            "raylet.out",
+            "events/event_GCS.log",
+            "python-core-worker-0123456789abcdef0123_4567.log",
+            "abc",
+            "",
+            "deadbeef",
+            "日本語-ファイル.log",
+            "ABCDEF0123",
+            &"f".repeat(300),
+        ];
+        let ids: Vec<Name> = cases.iter().map(|c| names.add(c)).collect();
+        for (c, id) in cases.iter().zip(&ids) {
+            assert_eq!(names.get(*id), *c);
+        }
+        assert_eq!(names.raw(ids[0]).len(), 51, "a worker name packs its ids");
+        let again = names.add("raylet.out");
+        assert!(names.same(ids[1], again));
+        assert!(!names.same(ids[1], ids[2]));
+    }
+
+    #[test]
+    fn compaction_keeps_the_live_names() {
+        let mut names = Names::default();
+        let ids: Vec<Name> = (0..60_000).map(|i| names.add(&format!("worker-{i:056x}.out"))).collect();
+        for id in ids.iter().step_by(3).skip(1) {
+            names.free(*id);
+        }
+        for id in ids.iter().skip(2).step_by(3) {
+            names.free(*id);
+        }
+        assert!(names.wants_compact());
+        let live: Vec<(usize, Name)> = ids.iter().copied().enumerate().step_by(3).collect();
+        let moved = names.compact(live.iter().map(|(_, n)| *n));
+        for ((i, _), n) in live.iter().zip(moved) {
+            assert_eq!(names.get(n), format!("worker-{i:056x}.out"));
+        }
+        assert!(!names.wants_compact());
+    }
+}

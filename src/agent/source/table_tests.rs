@@ -1,0 +1,95 @@
+//! The slab, its two indices and the name arena, kept consistent through inserts,
+//! renames, removals and the repacking that gives memory back.
+
+use super::*;
+
+fn key(i: u64) -> FileKey {
+    FileKey { dev: 7, ino: 1000 + i }
+}
+
+fn name(i: u64) -> String {
+    format!("worker-{:056x}-01000000-{}.out", 0xA000000 + i, 10_000 + i)
+}
+
+fn add(t: &mut Table, i: u64) {
+    let n = t.names.add(&name(i));
+    t.insert(Tracked::new(key(i), 0, n, i, 1));
+}
+
+/// Every live file is found by key and by path, with its own name and size.
+fn check(t: &Table, live: &[u64]) {
+    assert_eq!(t.len(), live.len());
+    assert_eq!(t.values().count(), live.len());
+    for &i in live {
+        let e = t.get(&key(i)).unwrap_or_else(|| panic!("file {i} not found by key"));
+        assert_eq!((t.rel(e), e.size), (name(i), i));
+        assert_eq!(t.by_path(0, &name(i)), Some(key(i)), "file {i} not found by path");
+    }
+}
+
+#[test]
+fn a_slab_survives_inserts_removals_and_repacking() {
+    let mut t = Table::default();
+    for i in 0..30_000 {
+        add(&mut t, i);
+    }
+    let gone: Vec<u64> = (0..30_000).filter(|i| i % 4 != 0).collect();
+    for &i in &gone {
+        assert!(t.remove(key(i)).is_some());
+        assert_eq!(t.by_path(0, &name(i)), None);
+        assert!(t.get(&key(i)).is_none());
+    }
+    let live: Vec<u64> = (0..30_000).filter(|i| i % 4 == 0).collect();
+    check(&t, &live);
+    let (slots, arena) = (t.slots.capacity(), t.names.capacity());
+    t.maintain();
+    assert!(t.slots.capacity() < slots / 2, "the slab was packed: {} slots", t.slots.capacity());
+    assert!(t.names.capacity() < arena / 2, "the arena was rewritten");
+    check(&t, &live);
+    // Slots freed are reused before the slab grows.
+    for i in 30_000..30_010 {
+        add(&mut t, i);
+    }
+    let mut all = live.clone();
+    all.extend(30_000..30_010);
+    check(&t, &all);
+    assert_eq!(t.sweep(usize::MAX).len(), all.len(), "the sweep sees every file once");
+}
+
+#[test]
+fn a_path_names_the_file_last_seen_there() {
+    let mut t = Table::default();
+    add(&mut t, 1);
+    // Rotation: file 1 is renamed to `.1`, and file 2 is created at its old path
+    // before the rename of 1 is followed.
+    let n = t.names.add(&name(1));
+    t.insert(Tracked::new(key(2), 0, n, 5, 1));
+    assert_eq!(t.by_path(0, &name(1)), Some(key(2)), "the newer file is at the path");
+    let moved = t.names.add(&format!("{}.1", name(1)));
+    t.moved(key(1), 0, moved);
+    assert_eq!(t.by_path(0, &name(1)), Some(key(2)), "following the old file left the new one indexed");
+    assert_eq!(t.by_path(0, &format!("{}.1", name(1))), Some(key(1)));
+    assert!(t.is_named(&key(1), &format!("{}.1", name(1))));
+    // The same name in another logs dir is another path.
+    assert_eq!(t.by_path(1, &name(1)), None);
+    t.remove(key(2));
+    assert_eq!(t.by_path(0, &name(1)), None);
+    assert_eq!(t.by_path(0, &format!("{}.1", name(1))), Some(key(1)));
+}
+
+#[test]
+fn sentinels_read_back_as_options() {
+    let mut e = Tracked::new(key(1), 0, Name::NONE, 0, 0);
+    assert_eq!((e.last_time(), e.ident()), (None, None));
+    e.set_last_time(Some(-5));
+    e.set_ident(Some(0));
+    assert_eq!((e.last_time(), e.ident()), (Some(-5), Some(1)));
+    e.restart();
+    assert_eq!((e.last_time(), e.ident(), e.resume, e.head), (None, None, 0, i64::MIN));
+}
+
+#[test]
+fn an_entry_stays_small() {
+    // What a million tracked files cost before their names and the two indices.
+    assert!(std::mem::size_of::<Tracked>() <= 112, "{}", std::mem::size_of::<Tracked>());
+}
