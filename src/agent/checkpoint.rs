@@ -17,8 +17,9 @@
 //! into a new snapshot, written temp → fsync → rename → fsync of the directory, with
 //! the next generation; the old journal is then deleted. A crash at any point leaves
 //! either the old snapshot with its journal or the new one. The merge streams the
-//! snapshot, so memory follows the journal, not the number of files, and drops files
-//! gone for longer than `source.forget_after`. Versions 1 (one pretty-printed JSON
+//! snapshot and keeps of the journal only where each file's last line is (24 bytes a
+//! file, the line read again when written), and drops files gone for longer than
+//! `source.forget_after`. Versions 1 (one pretty-printed JSON
 //! document) and 2 (a named object per line, twice the size) are read, and replaced
 //! by version 3 at the first save.
 

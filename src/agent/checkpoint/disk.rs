@@ -164,6 +164,87 @@ fn read_journal(path: &Path) -> Result<(Vec<FileCheckpoint>, u64), CheckpointErr
     Ok((entries.map(|e| e.0).collect(), lines))
 }
 
+/// Where each file's last line in a journal is, sorted by file: what a merge keeps
+/// in memory (24 bytes a file) instead of the entries themselves. A line is read
+/// again, by position, when the merge writes it.
+struct JournalIndex {
+    path: PathBuf,
+    file: Option<File>,
+    /// `(key, offset, length)`; a length of `u32::MAX` once written.
+    at: Vec<(FileKey, u64, u32)>,
+    line: Vec<u8>,
+}
+
+impl JournalIndex {
+    /// Indexes the journal at `path` (none: empty). Torn lines are skipped, as
+    /// [`read_journal`] does.
+    fn read(path: &Path) -> Result<JournalIndex, CheckpointError> {
+        let mut index = JournalIndex { path: path.to_path_buf(), file: None, at: vec![], line: vec![] };
+        let f = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(index),
+            Err(e) => return Err(io(path, e)),
+        };
+        let mut r = BufReader::with_capacity(1 << 16, f.try_clone().map_err(|e| io(path, e))?);
+        let mut offset = 0u64;
+        loop {
+            index.line.clear();
+            let n = r.read_until(b'\n', &mut index.line).map_err(|e| io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            let text = index.line.strip_suffix(b"\n").unwrap_or(&index.line);
+            if let Ok(e) = serde_json::from_slice::<Entry>(text) {
+                index.at.push((e.0.key, offset, text.len() as u32));
+            }
+            offset += n as u64;
+        }
+        // Stable: of one file's lines, the last stays last, and is the one kept.
+        index.at.sort_by_key(|e| e.0);
+        let mut kept: Vec<(FileKey, u64, u32)> = Vec::with_capacity(index.at.len());
+        for e in index.at.drain(..) {
+            match kept.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => kept.push(e),
+            }
+        }
+        index.at = kept;
+        index.file = Some(f);
+        Ok(index)
+    }
+
+    /// The journal's entry for `key`, if it has one not yet taken.
+    fn take(&mut self, key: &FileKey) -> Result<Option<FileCheckpoint>, CheckpointError> {
+        let Ok(i) = self.at.binary_search_by_key(key, |e| e.0) else { return Ok(None) };
+        self.entry(i)
+    }
+
+    fn entry(&mut self, i: usize) -> Result<Option<FileCheckpoint>, CheckpointError> {
+        use std::os::unix::fs::FileExt;
+        let (_, offset, len) = self.at[i];
+        if len == u32::MAX {
+            return Ok(None);
+        }
+        self.at[i].2 = u32::MAX;
+        let f = self.file.as_ref().expect("an entry came from the file");
+        self.line.resize(len as usize, 0);
+        f.read_exact_at(&mut self.line, offset).map_err(|e| io(&self.path, e))?;
+        let corrupt = |m: String| CheckpointError::Corrupt { path: self.path.display().to_string(), message: m };
+        let e: Entry = serde_json::from_slice(&self.line).map_err(|e| corrupt(e.to_string()))?;
+        Ok(Some(e.0))
+    }
+
+    /// Calls `f` with every entry not taken, in key order.
+    fn rest(&mut self, mut f: impl FnMut(&FileCheckpoint)) -> Result<(), CheckpointError> {
+        for i in 0..self.at.len() {
+            if let Some(cp) = self.entry(i)? {
+                f(&cp);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One save: the changed entries and where the files stand.
 pub struct SaveBatch {
     dir: PathBuf,
@@ -224,8 +305,7 @@ fn append(path: &Path, entries: &[FileCheckpoint]) -> Result<u64, CheckpointErro
 fn compact(dir: &Path, state: &Saved, forget_after_secs: u64) -> Result<Saved, CheckpointError> {
     let snap = dir.join(SNAPSHOT);
     let old_journal = journal_path(dir, state.generation);
-    let mut changed: HashMap<FileKey, FileCheckpoint> =
-        read_journal(&old_journal)?.0.into_iter().map(|cp| (cp.key, cp)).collect();
+    let mut changed = JournalIndex::read(&old_journal)?;
     let generation = state.generation + 1;
     let tmp = dir.join(format!("{SNAPSHOT}.tmp"));
     let mut out = BufWriter::new(File::create(&tmp).map_err(|e| io(&tmp, e))?);
@@ -249,16 +329,16 @@ fn compact(dir: &Path, state: &Saved, forget_after_secs: u64) -> Result<Saved, C
     serde_json::to_writer(&mut out, &head).map_err(|e| io(&tmp, std::io::Error::other(e)))?;
     out.write_all(b"\n").map_err(|e| io(&tmp, e))?;
     if let Some(h) = header(&snap)? {
-        each_snapshot_entry(&snap, h.version, &mut |cp| {
-            let cp = changed.remove(&cp.key).unwrap_or(cp);
-            put(&mut out, &cp);
+        let mut jerr = None;
+        each_snapshot_entry(&snap, h.version, &mut |cp| match changed.take(&cp.key) {
+            Ok(newer) => put(&mut out, newer.as_ref().unwrap_or(&cp)),
+            Err(e) => jerr = Some(e),
         })?;
+        if let Some(e) = jerr {
+            return Err(e);
+        }
     }
-    let mut rest: Vec<FileCheckpoint> = changed.into_values().collect();
-    rest.sort_by_key(|c| c.key);
-    for cp in &rest {
-        put(&mut out, cp);
-    }
+    changed.rest(|cp| put(&mut out, cp))?;
     if let Some(e) = werr {
         return Err(io(&tmp, e));
     }

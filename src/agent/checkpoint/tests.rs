@@ -280,3 +280,33 @@ fn a_finished_file_takes_under_64_bytes_on_disk() {
     assert!(bytes / 20_000 < 64, "{} bytes per file", bytes / 20_000);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_merge_keeps_each_files_last_journal_line_in_and_out_of_the_snapshot() {
+    let dir = tmpdir("merge-index");
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
+    for i in 0..MERGED {
+        s.update(cp(i, 1));
+    }
+    s.save().unwrap();
+    // Files in the snapshot and new ones, each changed over several saves, with a
+    // torn line (a crash) between two of them.
+    for round in 0..3u64 {
+        for i in (0..40).chain(MERGED + 10..MERGED + 20) {
+            s.update(cp(i, 10 + round * 7 + i % 3));
+        }
+        s.save().unwrap();
+        if round == 1 {
+            let journal = dir.join("checkpoints.1.journal");
+            let mut f = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+            f.write_all(b"[1,5,0,0,99").unwrap();
+        }
+    }
+    let before = load(&dir).unwrap();
+    assert_eq!(before[&FileKey { dev: 1, ino: MERGED + 11 }].offset, 10 + 14 + (MERGED + 11) % 3);
+    s.state.must_compact = true;
+    s.save().unwrap();
+    assert_eq!(files(&dir), ["checkpoints.json"], "merged into generation 2");
+    assert_eq!(load(&dir).unwrap(), before, "the merge kept what loading the journal gave");
+    let _ = std::fs::remove_dir_all(&dir);
+}
