@@ -25,6 +25,7 @@
 
 mod disk;
 mod flat;
+mod resume;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use disk::{load, SaveBatch, Saved};
+pub use resume::Resume;
 
 /// Bytes of a file's start that identify it.
 pub const FINGERPRINT_MAX: u64 = 1024;
@@ -193,10 +195,7 @@ pub trait Observer: std::fmt::Debug + Send + Sync {
 impl CheckpointStore {
     /// Opens the checkpoints in `state_dir` (creating it if needed) for saving, and
     /// returns what they hold: where each file resumes.
-    pub fn open(
-        state_dir: &Path,
-        forget_after_secs: u64,
-    ) -> Result<(CheckpointStore, HashMap<FileKey, FileCheckpoint>), CheckpointError> {
+    pub fn open(state_dir: &Path, forget_after_secs: u64) -> Result<(CheckpointStore, Resume), CheckpointError> {
         let (files, state) = disk::read(state_dir)?;
         let store = CheckpointStore {
             dir: state_dir.to_path_buf(),

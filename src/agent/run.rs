@@ -10,7 +10,6 @@
 //! (at-least-once, never lost). Signals are heard until the very end: with `--once`,
 //! after the reader finished, the wait for the sinks is what a signal cuts short.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::agent::api::{self, Health};
 use crate::agent::batch::Recycler;
-use crate::agent::checkpoint::{CheckpointStore, FileCheckpoint, FileKey};
+use crate::agent::checkpoint::{CheckpointStore, Resume};
 use crate::agent::config::Config;
 use crate::agent::events::EventMetrics;
 use crate::agent::metrics::Metrics;
@@ -164,7 +163,7 @@ fn start(
     cfg: &Config,
     once: bool,
     store: CheckpointStore,
-    resume: HashMap<FileKey, FileCheckpoint>,
+    resume: Resume,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 ) -> Result<Stages> {

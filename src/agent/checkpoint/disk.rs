@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::flat::{Entry, Flat};
+use super::resume::Resume;
 use super::{unix_now, CheckpointError, FileCheckpoint, FileKey, SavedContext, SNAPSHOT, VERSION};
 
 /// The journal is merged into a new snapshot past this size, or past half the
@@ -81,27 +82,27 @@ fn header(path: &Path) -> Result<Option<Header>, CheckpointError> {
 
 /// Every checkpoint in `dir` (the snapshot, then its journal on top), and where
 /// the files stand, in one read of each (creating `dir` if needed).
-pub fn read(dir: &Path) -> Result<(HashMap<FileKey, FileCheckpoint>, Saved), CheckpointError> {
+pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    let mut files = HashMap::new();
     let snap = dir.join(SNAPSHOT);
-    let mut snapshot_entries = 0;
     // No snapshot yet: generation 0, whose journal may hold the first saves.
-    let h = match header(&snap)? {
-        Some(h) => {
-            each_snapshot_entry(&snap, h.version, &mut |cp| {
-                snapshot_entries += 1;
-                files.insert(cp.key, cp);
-            })?;
-            h
-        }
-        None => Header { version: VERSION, generation: 0 },
-    };
+    let h = header(&snap)?.unwrap_or(Header { version: VERSION, generation: 0 });
     let journal = journal_path(dir, h.generation);
-    let (entries, journal_entries) = read_journal(&journal)?;
-    for cp in entries {
-        files.insert(cp.key, cp);
+    let (mut entries, journal_entries) = read_journal(&journal)?;
+    // The journal's files, to leave their older snapshot lines out as they stream
+    // by: the snapshot's million entries are never held twice.
+    let mut newer: Vec<FileKey> = entries.iter().map(|c| c.key).collect();
+    newer.sort_unstable();
+    let mut snapshot_entries = 0;
+    if snap.exists() {
+        each_snapshot_entry(&snap, h.version, &mut |cp| {
+            snapshot_entries += 1;
+            if newer.binary_search(&cp.key).is_err() {
+                entries.push(cp);
+            }
+        })?;
     }
+    drop(newer);
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let saved = Saved {
         generation: h.generation,
@@ -111,12 +112,13 @@ pub fn read(dir: &Path) -> Result<(HashMap<FileKey, FileCheckpoint>, Saved), Che
         journal_entries,
         must_compact: h.version < VERSION,
     };
-    Ok((files, saved))
+    // The journal's entries come first, in order, so among them the last counts.
+    Ok((Resume::from_entries(entries), saved))
 }
 
 /// Every checkpoint in `dir`.
 pub fn load(dir: &Path) -> Result<HashMap<FileKey, FileCheckpoint>, CheckpointError> {
-    read(dir).map(|(files, _)| files)
+    read(dir).map(|(files, _)| files.into_map())
 }
 
 /// Calls `f` for each entry of the snapshot at `path`, streaming it (versions 2

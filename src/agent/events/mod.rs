@@ -29,13 +29,12 @@ pub mod spool;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::agent::checkpoint::{FileCheckpoint, FileKey};
+use crate::agent::checkpoint::Resume;
 use crate::agent::config::{EventsConfig, RetryConfig};
 use crate::agent::metrics::Metrics;
 pub use counters::EventMetrics;
@@ -71,7 +70,7 @@ impl Events {
 pub async fn start(
     cfg: &EventsConfig,
     retry: &RetryConfig,
-    resume: &HashMap<FileKey, FileCheckpoint>,
+    resume: &Resume,
     metrics: Arc<Metrics>,
     max_line_bytes: usize,
 ) -> Result<Events, EventsError> {

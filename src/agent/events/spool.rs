@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::agent::checkpoint::{FileCheckpoint, FileKey, Fingerprint, Observer, FINGERPRINT_MAX};
+use crate::agent::checkpoint::{FileCheckpoint, FileKey, Fingerprint, Observer, Resume, FINGERPRINT_MAX};
 
 /// A segment is sealed and a new one started past this size.
 pub const SEGMENT_BYTES: u64 = 8 << 20;
@@ -193,7 +193,7 @@ impl Spool {
         dir: &Path,
         max_bytes: u64,
         delivered: Arc<Delivered>,
-        saved: &HashMap<FileKey, FileCheckpoint>,
+        saved: &Resume,
         forwarded: Option<Cursor>,
     ) -> Result<Spool, SpoolError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::receiver::{spool_lines, Refusal};
 use super::spool::{complete_posts, post_id, Cursor, Delivered, Spool, SpoolError};
 use super::*;
+use crate::agent::checkpoint::{FileCheckpoint, FileKey, Resume};
 use crate::agent::checkpoint::{Fingerprint, Observer};
 
 mod fuzz;
@@ -37,7 +38,7 @@ fn scratch(tag: &str) -> PathBuf {
 }
 
 fn open(dir: &Path, max: u64, delivered: &Arc<Delivered>, saved: &[FileCheckpoint]) -> Spool {
-    let saved = saved.iter().map(|cp| (cp.key, cp.clone())).collect();
+    let saved = crate::agent::checkpoint::Resume::from_entries(saved.to_vec());
     Spool::open(dir, max, delivered.clone(), &saved, None).unwrap()
 }
 
@@ -209,7 +210,7 @@ async fn receiver(
 ) -> (SocketAddr, Arc<Mutex<Spool>>, Arc<Metrics>, PathBuf) {
     let dir = scratch(tag);
     let spool = Arc::new(Mutex::new(
-        Spool::open(&dir, max_spool, Arc::new(Delivered::default()), &HashMap::new(), None).unwrap(),
+        Spool::open(&dir, max_spool, Arc::new(Delivered::default()), &Resume::default(), None).unwrap(),
     ));
     let metrics = Arc::new(Metrics::new(&["s"]));
     metrics.stage::<EventMetrics>().enabled.store(true, Relaxed);
@@ -302,7 +303,7 @@ async fn the_forwarder_sends_every_post_byte_for_byte_retrying_and_skipping_refu
     let bodies = posts();
     let dir = scratch("fwd");
     let delivered = Arc::new(Delivered::default());
-    let spool = Spool::open(&dir, 1 << 30, delivered.clone(), &HashMap::new(), Some(Cursor::default())).unwrap();
+    let spool = Spool::open(&dir, 1 << 30, delivered.clone(), &Resume::default(), Some(Cursor::default())).unwrap();
     let spool = Arc::new(Mutex::new(spool));
     // 503 then a reset-like 500 are retried; the 400 drops the 3rd post.
     let (url, got) = target(vec![200, 503, 500, 200, 400]).await;

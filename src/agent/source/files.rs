@@ -44,7 +44,7 @@ impl Source {
 
     /// Where a tracked file is (as far as the table knows).
     pub(super) fn path(&self, t: &Tracked) -> PathBuf {
-        self.dirs[t.dir as usize].root.join(self.table.rel(t))
+        self.dirs[t.dir() as usize].root.join(self.table.rel(t))
     }
 
     /// Lists every logs dir; tracks new files, notices moved and vanished ones.
@@ -80,7 +80,7 @@ impl Source {
         let found = self.track(new);
         let listing = self.listing;
         let unlisted: Vec<FileKey> =
-            self.table.values().filter(|t| t.listed != listing && whole[t.dir as usize]).map(|t| t.key).collect();
+            self.table.values().filter(|t| t.listed != listing && whole[t.dir() as usize]).map(|t| t.key).collect();
         for key in unlisted {
             self.unlisted(key);
         }
@@ -112,6 +112,12 @@ impl Source {
     fn dir_for(&mut self, root: &LogsRoot) -> Option<u32> {
         if let Some(i) = self.dirs.iter().position(|d| d.root == root.root) {
             return Some(i as u32);
+        }
+        if self.dirs.len() as u32 > super::table::MAX_DIRS {
+            if self.failed_paths.insert(root.root.clone()) {
+                tracing::warn!(path = %root.root.display(), max = super::table::MAX_DIRS, "too many session logs dirs followed; not following this one (remove old sessions, or narrow source.paths)");
+            }
+            return None;
         }
         let dev = std::fs::metadata(&root.root).ok()?.dev();
         self.dirs.push(Dir {
@@ -202,10 +208,10 @@ impl Source {
         if stray {
             // It waited for this (it could not be opened by its old path, and what
             // was written meanwhile was reported under another name).
-            self.table.ready.insert(key);
+            self.table.mark(key);
         }
         let Some(t) = self.table.get_mut(&key) else { return };
-        if t.dir == d && self.table.is_named(&key, rel) {
+        if t.dir() == d && self.table.is_named(&key, rel) {
             return;
         }
         if let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) {
@@ -238,15 +244,16 @@ impl Source {
                 continue;
             }
             let t = self.tracked(key, f, &md);
-            if t.has_work() {
-                self.table.ready.insert(key);
-            }
+            let has_work = t.has_work();
             self.table.insert(t);
+            if has_work {
+                self.table.mark(key);
+            }
             added.push(key);
         }
         let busy: std::collections::HashSet<Id> = added
             .iter()
-            .filter(|k| self.table.ready.contains(k))
+            .filter(|k| self.table.is_ready(k))
             .filter_map(|k| classify(&self.table.rel(self.table.get(k)?), None).worker_id)
             .collect();
         for (i, key) in added.iter().enumerate() {
@@ -254,10 +261,10 @@ impl Source {
                 break;
             }
             let Some(t) = self.table.get(key) else { continue };
-            let (dir, rel) = (t.dir, self.table.rel(t));
+            let (dir, rel) = (t.dir(), self.table.rel(t));
             let path = self.dirs[dir as usize].root.join(&rel);
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
-            let has_work = self.table.ready.contains(key);
+            let has_work = self.table.is_ready(key);
             let names_busy_actor = meta.component == "core_worker" && meta.worker_id.is_some_and(|w| busy.contains(&w));
             if has_work || names_busy_actor {
                 self.prescan(dir, &path, &meta);
@@ -276,7 +283,8 @@ impl Source {
     fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata) -> Tracked {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
         if let Some(cp) = self.resume.remove(&key) {
-            (t.resume, t.context, t.fingerprint, t.unverified) = (cp.offset, cp.context, cp.fingerprint, true);
+            (t.resume, t.context, t.unverified) = (cp.offset, cp.context, true);
+            t.set_fingerprint(cp.fingerprint);
             t.set_last_time(cp.last_time_ns);
             t.head = cp.last_time_ns.unwrap_or(i64::MIN);
             return t;
@@ -288,7 +296,8 @@ impl Source {
         } else if let Some(max) = self.cfg.source.ignore_older {
             // Old and never read: skipped until it changes, then read whole.
             if md.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > max) {
-                (t.resume, t.fingerprint, t.unverified) = (md.len(), READ_WHOLE, true);
+                (t.resume, t.unverified) = (md.len(), true);
+                t.set_fingerprint(READ_WHOLE);
             }
         }
         t
@@ -332,7 +341,7 @@ impl Source {
                         let grew = md.len() > t.read_to();
                         changed(t, md.len());
                         let stray = t.place != Place::Here;
-                        self.table.ready.insert(key);
+                        self.table.mark(key);
                         if known != Some(key) || stray {
                             self.relocate(key, &path);
                         } else if !grew {
@@ -405,7 +414,7 @@ impl Source {
                     let recent = t.active.elapsed() < RECENT;
                     let grew = size > t.read_to();
                     changed(t, size);
-                    self.table.ready.insert(key);
+                    self.table.mark(key);
                     if recent && !grew {
                         self.verify(key);
                     }
@@ -423,11 +432,11 @@ impl Source {
         let Some(t) = self.table.get_mut(&key) else { return };
         if let Some(open) = &mut t.open {
             if open.verify() {
-                self.table.ready.insert(key);
+                self.table.mark(key);
             }
             return;
         }
-        let (fp, here) = (t.fingerprint, t.place == Place::Here);
+        let (fp, here) = (t.fingerprint(), t.place == Place::Here);
         if fp.len == 0 || !here || fp == READ_WHOLE {
             return;
         }
@@ -440,8 +449,8 @@ impl Source {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
             let Some(t) = self.table.get_mut(&key) else { return };
             t.restart();
-            t.fingerprint = Fingerprint::default();
-            self.table.ready.insert(key);
+            t.set_fingerprint(Fingerprint::default());
+            self.table.mark(key);
         }
     }
 
@@ -459,7 +468,7 @@ impl Source {
                     if let Some(t) = self.table.get_mut(&key) {
                         if md.len() != t.size {
                             changed(t, md.len());
-                            self.table.ready.insert(key);
+                            self.table.mark(key);
                         }
                     }
                 }

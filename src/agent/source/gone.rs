@@ -62,7 +62,7 @@ impl Source {
         let Some(t) = self.table.get_mut(&key) else { return };
         t.place = Place::Departed;
         if t.open.is_some() {
-            self.table.ready.insert(key);
+            self.table.mark(key);
         } else {
             self.forget(key);
         }
@@ -122,6 +122,6 @@ impl Source {
     pub(super) fn expire_departed(&mut self) {
         let now = unix_now();
         let after = self.cfg.source.forget_after.as_secs();
-        self.resume.retain(|_, cp| cp.gone_since == 0 || now.saturating_sub(cp.gone_since) <= after);
+        self.resume.retain(|cp| cp.gone_since == 0 || now.saturating_sub(cp.gone_since) <= after);
     }
 }

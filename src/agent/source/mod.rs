@@ -48,7 +48,7 @@ pub mod tail;
 mod tests;
 mod wake;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{Correlator, Id};
 
 use crate::agent::batch::{doc_id_from, Batch, NodeIdentity, Recycler};
-use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, SavedContext};
+use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, Resume, SavedContext};
 use crate::agent::config::Config;
 use crate::agent::enrich::route::now_ns;
 use crate::agent::enrich::Enrich;
@@ -110,7 +110,7 @@ pub struct Source {
     dirs: Vec<Dir>,
     /// Where a file found is resumed from: checkpoints loaded at start and not yet
     /// matched with a file, and the positions of files forgotten since (see [`gone`]).
-    resume: HashMap<FileKey, FileCheckpoint>,
+    resume: Resume,
     /// The enrich stage: the batch being filled, the hold, the Ray counters.
     enrich: Enrich,
     batch_started: Instant,
@@ -135,7 +135,7 @@ pub struct Source {
     /// Rounds that made progress since the reader last caught up (see `settle`).
     busy_rounds: u64,
     /// Number of the current dir listing (see `rescan`).
-    listing: u32,
+    listing: u16,
     /// Running out of descriptors was logged (once).
     emfile_logged: bool,
     /// Checkpoints of files not found by the first complete listing were marked gone.
@@ -149,7 +149,7 @@ impl Source {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: Config,
-        resume: HashMap<FileKey, FileCheckpoint>,
+        resume: Resume,
         out: Dispatcher,
         recycler: Recycler,
         metrics: Arc<Metrics>,
@@ -215,7 +215,7 @@ impl Source {
             self.close_inactive();
             self.release_held(false);
             self.update_gauges();
-            if self.once && !progress && found == 0 && self.table.ready.is_empty() && !self.first_scan {
+            if self.once && !progress && found == 0 && (self.table.ready_len() == 0) && !self.first_scan {
                 self.finish_all();
                 self.cut(true);
                 return;
@@ -224,7 +224,7 @@ impl Source {
             self.cut(false);
             if progress {
                 self.busy_rounds += 1;
-            } else if self.busy_rounds > 0 && self.table.ready.is_empty() {
+            } else if self.busy_rounds > 0 && (self.table.ready_len() == 0) {
                 self.settle();
             }
             if !progress {
@@ -263,9 +263,6 @@ impl Source {
     fn settle(&mut self) {
         let big = self.busy_rounds > 100;
         self.busy_rounds = 0;
-        if self.table.ready.capacity() > 4096 {
-            self.table.ready = Default::default();
-        }
         self.table.maintain();
         if big {
             self.recycler.clear();
@@ -284,7 +281,7 @@ impl Source {
     /// Dirs present at start were read whole by the first scan: waiting adds nothing.
     fn waits_for_node(&self, key: FileKey) -> Option<Instant> {
         let t = self.table.get(&key)?;
-        let d = &self.dirs[t.dir as usize];
+        let d = &self.dirs[t.dir() as usize];
         let until = d.node_wait?;
         (!self.once && d.node.is_none() && Instant::now() < until).then_some(until)
     }
@@ -299,7 +296,7 @@ impl Source {
         let ts = now_ns();
         loop {
             let (batch, dirty, dirs, table) = (&mut self.enrich.batch, &mut self.dirty, &self.dirs, &self.table);
-            let node_of = |key: &FileKey| table.get(key).and_then(|t| dirs[t.dir as usize].node);
+            let node_of = |key: &FileKey| table.get(key).and_then(|t| dirs[t.dir() as usize].node);
             let more = self.enrich.hold.release(
                 Instant::now(),
                 &self.corr,
@@ -330,9 +327,10 @@ impl Source {
         // Only files that changed can be behind: the open ones and those waiting.
         let mut behind: u64 = 0;
         let open: HashSet<FileKey> = self.table.open_keys().into_iter().collect();
-        for key in open.iter().chain(self.table.ready.iter().filter(|k| !open.contains(k))) {
+        for key in &open {
             behind += self.table.get(key).map_or(0, |t| t.behind());
         }
+        behind += self.table.ready().filter(|t| !open.contains(&t.key)).map(|t| t.behind()).sum::<u64>();
         m.bytes_behind.store(behind as i64, Relaxed);
         m.records_held.store(self.enrich.hold.len() as i64, Relaxed);
     }
@@ -385,7 +383,7 @@ impl Source {
                 o.parser.context().last_timestamp.map(|t| t.0),
                 o.fingerprint,
             ),
-            None => (t.resume, t.context.clone(), t.last_time(), t.fingerprint),
+            None => (t.resume, t.context.clone(), t.last_time(), t.fingerprint()),
         };
         if let Some(h) = self.enrich.hold.min_offset(&key) {
             offset = offset.min(h);

@@ -416,7 +416,7 @@ impl Model {
                 t.place,
                 t.resume,
                 t.size,
-                t.fingerprint,
+                t.fingerprint(),
                 t.ident()
             );
         }

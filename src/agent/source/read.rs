@@ -11,6 +11,7 @@
 //! parser context there, so a reopened file continues exactly, even if it was
 //! renamed meanwhile.
 
+use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +23,9 @@ use super::tail::{ReadResult, Tailed};
 use super::{Source, MERGE_SLACK, READ_BUDGET};
 use crate::agent::checkpoint::{FileKey, SavedContext};
 use crate::agent::enrich::node::{self, RAYLET_NODE_SCAN};
+
+/// The most files one round reads (see [`Source::read_round`]).
+const ROUND_FILES: usize = 8192;
 
 /// How an attempt to open a file went.
 enum Opened {
@@ -37,20 +41,25 @@ impl Source {
     /// [`MERGE_SLACK`] past the oldest (see the module docs). True when it made
     /// progress: bytes read, a file learned when its next record is, or finished.
     pub(super) fn read_round(&mut self) -> bool {
-        let mut order: Vec<(i64, FileKey)> = Vec::with_capacity(self.table.ready.len());
+        // The oldest ROUND_FILES only: a catch-up of a million files does not sort
+        // (and hold) a million entries each round; the rest are as late or later,
+        // and wait for the next round.
+        let mut oldest: BinaryHeap<(i64, FileKey)> = BinaryHeap::with_capacity(ROUND_FILES + 1);
         let mut idle = vec![];
-        for &key in &self.table.ready {
-            let Some(t) = self.table.get(&key) else { continue };
+        for t in self.table.ready() {
             if t.has_work() || t.place == Place::Departed {
-                order.push((t.head(), key));
+                oldest.push((t.head(), t.key));
+                if oldest.len() > ROUND_FILES {
+                    oldest.pop();
+                }
             } else {
-                idle.push(key);
+                idle.push(t.key);
             }
         }
         for key in idle {
-            self.table.ready.remove(&key);
+            self.table.unmark(&key);
         }
-        order.sort_unstable();
+        let order = oldest.into_sorted_vec();
         // Set by the oldest file that can be read: one that must wait for a
         // descriptor (every open file is being drained after a deletion or a rename)
         // must not keep the others, and with them those descriptors, waiting.
@@ -92,7 +101,7 @@ impl Source {
         }
         if t.place != Place::Here {
             // Its path names another file now, or none: a listing will find it.
-            self.table.ready.remove(&key);
+            self.table.unmark(&key);
             return Opened::Never;
         }
         if self.table.open_count() >= self.max_open && !self.evict(key) {
@@ -119,14 +128,14 @@ impl Source {
                     }
                     self.metrics.read_errors.fetch_add(1, Relaxed);
                 }
-                self.table.ready.remove(&key);
+                self.table.unmark(&key);
                 Opened::Never
             }
             Ok(false) => {
                 // Rotated while closed: its path names another file. Reading that
                 // under this file's identity would send it twice and lose this one's tail.
                 self.misplaced(key);
-                self.table.ready.remove(&key);
+                self.table.unmark(&key);
                 Opened::Never
             }
             Ok(true) => Opened::Yes,
@@ -138,14 +147,14 @@ impl Source {
     /// if not, Ray deleted it and the inode went to a new file, read from its start.
     fn open(&mut self, key: FileKey) -> std::io::Result<bool> {
         let t = self.table.get(&key).expect("checked by the caller");
-        let d = &self.dirs[t.dir as usize];
+        let d = &self.dirs[t.dir() as usize];
         let rel = self.table.rel(t);
         let path = d.root.join(&rel);
         let mut meta = classify(&rel, d.session.as_deref());
         meta.path = Some(path.to_string_lossy().into_owned());
         let meta = Arc::new(meta);
         let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time());
-        let expect = (t.unverified || t.fingerprint.len > 0).then_some(t.fingerprint);
+        let expect = (t.unverified || t.fingerprint().len > 0).then_some(t.fingerprint());
         let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), d.node, t.resume, ctx, expect)? else {
             return Ok(false);
         };
@@ -161,7 +170,8 @@ impl Source {
             tailed.parser.set_time_hint(self.time_hint(&tailed));
         }
         let t = self.table.get_mut(&key).expect("checked by the caller");
-        (t.unverified, t.fingerprint, t.size) = (false, tailed.fingerprint, tailed.size);
+        (t.unverified, t.size) = (false, tailed.size);
+        t.set_fingerprint(tailed.fingerprint);
         if replaced {
             t.set_ident(None);
         }
@@ -230,12 +240,13 @@ impl Source {
         t.context = SavedContext::from_parser(ctx);
         t.set_last_time(ctx.last_timestamp.map(|t| t.0));
         t.head = open.head();
-        (t.fingerprint, t.size) = (open.fingerprint, open.size);
+        t.size = open.size;
+        t.set_fingerprint(open.fingerprint);
         // Not `.or(t.ident)`: after a truncation the file has a new first line.
         t.set_ident(open.ident());
         if t.has_work() {
             // Closed holding a record or a partial line: read it again from there.
-            self.table.ready.insert(key);
+            self.table.mark(key);
         }
     }
 
@@ -305,7 +316,7 @@ impl Source {
                 tracing::warn!(path = %path.display(), offset = open.parser.offset(), error = %e, "read failed; closing the file");
                 m.read_errors.fetch_add(1, Relaxed);
                 self.close(key);
-                self.table.ready.remove(&key);
+                self.table.unmark(&key);
                 return (0, None, false);
             }
         };
@@ -334,7 +345,7 @@ impl Source {
             return (r.bytes, None, true);
         }
         if r.at_eof && blocked.is_none() && !departed {
-            self.table.ready.remove(&key);
+            self.table.unmark(&key);
         }
         (r.bytes, blocked, false)
     }
@@ -351,10 +362,10 @@ impl Source {
     /// Reads raylet's first MiB for the node id of its logs dir.
     fn learn_node(&mut self, key: FileKey, raylet: &std::path::Path) {
         let Some(n) = node::from_raylet_head(raylet) else { return };
-        let Some(dir) = self.table.get(&key).map(|t| t.dir) else { return };
+        let Some(dir) = self.table.get(&key).map(|t| t.dir()) else { return };
         self.dirs[dir as usize].node = Some(n);
         for k in self.table.open_keys() {
-            if let Some(open) = self.table.get_mut(&k).filter(|t| t.dir == dir).and_then(|t| t.open.as_mut()) {
+            if let Some(open) = self.table.get_mut(&k).filter(|t| t.dir() == dir).and_then(|t| t.open.as_mut()) {
                 if open.node_unknown() {
                     open.set_node(Some(n));
                 }
@@ -368,8 +379,7 @@ impl Source {
     pub(super) fn flush_idle(&mut self) {
         let now = Instant::now();
         let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
-        let oldest =
-            self.table.ready.iter().filter_map(|k| self.table.get(k)).filter(|t| t.has_work()).map(|t| t.head()).min();
+        let oldest = self.table.ready().filter(|t| t.has_work()).map(|t| t.head()).min();
         let limit = merge_limit(oldest);
         for key in self.table.open_keys() {
             let Some(open) = self.open_file(key).filter(|o| o.wants_flush(now, idle, partial)) else { continue };
@@ -383,7 +393,7 @@ impl Source {
                 self.dirty.insert(key);
             }
             if blocked {
-                self.table.ready.insert(key);
+                self.table.mark(key);
             }
         }
     }
@@ -395,7 +405,7 @@ impl Source {
             .table
             .open_keys()
             .into_iter()
-            .filter(|k| !self.table.ready.contains(k) && !self.enrich.hold.holds_file(k))
+            .filter(|k| !self.table.is_ready(k) && !self.enrich.hold.holds_file(k))
             .filter(|k| {
                 self.table
                     .get(k)

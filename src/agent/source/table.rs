@@ -16,7 +16,7 @@ use hashbrown::HashTable;
 
 use super::names::{Name, Names};
 use super::tail::Tailed;
-use crate::agent::checkpoint::{FileKey, Fingerprint, SavedContext};
+use crate::agent::checkpoint::{FileKey, Fingerprint, SavedContext, FINGERPRINT_MAX};
 
 /// A coarse clock: tenths of a second since the agent started (13 years fit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,14 +41,16 @@ impl Tick {
 /// One tracked file.
 pub struct Tracked {
     pub key: FileKey,
-    /// Index of its logs dir in the source's dir list.
-    pub dir: u32,
+    /// Index of its logs dir in the source's dir list (see [`Tracked::dir`]).
+    dir: u16,
     /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`].
     pub name: Name,
     /// Size at the last stat.
     pub size: u64,
-    /// Fingerprint of the file's start, as last known.
-    pub fingerprint: Fingerprint,
+    /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]:
+    /// its length fits 16 bits, which keeps an entry at 104 bytes).
+    fp_hash: u64,
+    fp_len: u16,
     /// Where reading resumes when the file is opened: the first byte not yet
     /// emitted, the parser context there, and the last time a record there had.
     pub resume: u64,
@@ -69,7 +71,7 @@ pub struct Tracked {
     /// 16-byte `Instant` in each of 100,000 entries would cost 1 MiB more).
     pub active: Tick,
     /// The number of the last dir listing that saw it (see `Source::rescan`).
-    pub listed: u32,
+    pub listed: u16,
     /// Whether `rel` names it (see [`Place`]).
     pub place: Place,
     pub open: Option<Box<Tailed>>,
@@ -94,13 +96,15 @@ pub enum Place {
 
 impl Tracked {
     /// A closed file at `name` of dir `dir`, read from its start.
-    pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u32) -> Tracked {
+    pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u16) -> Tracked {
+        debug_assert!(dir <= MAX_DIRS || dir == VACANT as u32);
         Tracked {
             key,
-            dir,
+            dir: dir as u16,
             name,
             size,
-            fingerprint: Fingerprint::default(),
+            fp_hash: 0,
+            fp_len: 0,
             resume: 0,
             context: None,
             last_time: i64::MIN,
@@ -112,6 +116,22 @@ impl Tracked {
             place: Place::Here,
             open: None,
         }
+    }
+
+    /// Index of its logs dir in the source's dir list.
+    pub fn dir(&self) -> u32 {
+        self.dir as u32
+    }
+
+    pub fn fingerprint(&self) -> Fingerprint {
+        let len = if self.fp_len == u16::MAX { u64::MAX } else { self.fp_len as u64 };
+        Fingerprint { len, hash: self.fp_hash }
+    }
+
+    pub fn set_fingerprint(&mut self, fp: Fingerprint) {
+        debug_assert!(fp.len <= FINGERPRINT_MAX || fp.len == u64::MAX, "{fp:?}");
+        self.fp_len = if fp.len == u64::MAX { u16::MAX } else { fp.len.min(FINGERPRINT_MAX) as u16 };
+        self.fp_hash = fp.hash;
     }
 
     /// The time of the last record before `resume` that had one of its own.
@@ -159,7 +179,7 @@ impl Tracked {
     pub fn has_work(&self) -> bool {
         match &self.open {
             Some(t) => t.has_work() || t.size < t.parser.offset() || t.size < t.fingerprint.len,
-            None => self.size != self.resume || self.size < self.fingerprint.len,
+            None => self.size != self.resume || self.size < self.fingerprint().len,
         }
     }
 
@@ -187,8 +207,10 @@ pub struct Table {
     /// in its place): the index keeps the later one, as inotify's paths mean it.
     by_path: HashTable<u32>,
     pub names: Names,
-    /// Files to look at in the next round.
-    pub ready: HashSet<FileKey>,
+    /// Files to look at in the next round: a bit per slot (a million files in a
+    /// catch-up cost 128 KiB, where a set of keys took 36 MiB).
+    ready: Vec<u64>,
+    ready_count: usize,
     /// The files with a descriptor.
     open: HashSet<FileKey>,
     hasher: std::hash::RandomState,
@@ -197,7 +219,10 @@ pub struct Table {
 }
 
 /// A vacant slot's `dir` (no logs dir has this index).
-const VACANT: u32 = u32::MAX;
+const VACANT: u16 = u16::MAX;
+
+/// The most logs dirs (sessions) followed: their index is 16 bits in each entry.
+pub const MAX_DIRS: u32 = u16::MAX as u32 - 1;
 
 fn key_hash(h: &std::hash::RandomState, key: &FileKey) -> u64 {
     h.hash_one(key)
@@ -252,7 +277,7 @@ impl Table {
         let (slots, names) = (&self.slots, &self.names);
         let i = self.by_path.find(path_hash(&self.hasher, dir, &raw), |&i| {
             let t = &slots[i as usize];
-            t.dir == dir && names.raw(t.name) == raw.as_slice()
+            t.dir() == dir && names.raw(t.name) == raw.as_slice()
         })?;
         Some(self.slots[*i as usize].key)
     }
@@ -284,15 +309,15 @@ impl Table {
     fn index_path(&mut self, i: u32) {
         let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
         let t = &slots[i as usize];
-        let (dir, raw) = (t.dir, names.raw(t.name));
+        let (dir, raw) = (t.dir(), names.raw(t.name));
         let hash = path_hash(h, dir, raw);
         let rehash = |&j: &u32| {
             let t = &slots[j as usize];
-            path_hash(h, t.dir, names.raw(t.name))
+            path_hash(h, t.dir(), names.raw(t.name))
         };
         let same = |&j: &u32| {
             let u = &slots[j as usize];
-            u.dir == dir && names.raw(u.name) == raw
+            u.dir() == dir && names.raw(u.name) == raw
         };
         match self.by_path.entry(hash, same, rehash) {
             hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = i,
@@ -306,7 +331,7 @@ impl Table {
     fn unindex_path(&mut self, i: u32) {
         let (slots, names) = (&self.slots, &self.names);
         let t = &slots[i as usize];
-        let hash = path_hash(&self.hasher, t.dir, names.raw(t.name));
+        let hash = path_hash(&self.hasher, t.dir(), names.raw(t.name));
         if let Ok(e) = self.by_path.find_entry(hash, |&j| j == i) {
             e.remove();
         }
@@ -320,14 +345,14 @@ impl Table {
             return;
         };
         let t = &self.slots[i as usize];
-        if t.dir == dir && self.names.same(t.name, name) {
+        if t.dir() == dir && self.names.same(t.name, name) {
             self.names.free(name);
             return;
         }
         self.unindex_path(i);
         let t = &mut self.slots[i as usize];
         let old = std::mem::replace(&mut t.name, name);
-        t.dir = dir;
+        t.dir = dir as u16;
         self.names.free(old);
         self.index_path(i);
     }
@@ -340,13 +365,67 @@ impl Table {
         if let Ok(e) = self.by_key.find_entry(hash, |&j| j == i) {
             e.remove();
         }
-        self.ready.remove(&key);
+        self.unmark_slot(i);
         self.open.remove(&key);
-        let t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT, Name::NONE, 0, 0));
+        let t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT as u32, Name::NONE, 0, 0));
         self.names.free(t.name);
         self.free.push(i);
         self.len -= 1;
         Some(t)
+    }
+
+    /// Puts `key` in the next round (it must be tracked already).
+    pub fn mark(&mut self, key: FileKey) {
+        let slot = self.slot(&key);
+        debug_assert!(slot.is_some(), "{key:?} marked ready before it is tracked");
+        if let Some(i) = slot {
+            let (w, b) = (i as usize / 64, 1u64 << (i % 64));
+            if w >= self.ready.len() {
+                self.ready.resize(self.slots.len().div_ceil(64), 0);
+            }
+            if self.ready[w] & b == 0 {
+                self.ready[w] |= b;
+                self.ready_count += 1;
+            }
+        }
+    }
+
+    /// Takes `key` out of the next round.
+    pub fn unmark(&mut self, key: &FileKey) {
+        if let Some(i) = self.slot(key) {
+            self.unmark_slot(i);
+        }
+    }
+
+    fn unmark_slot(&mut self, i: u32) {
+        let (w, b) = (i as usize / 64, 1u64 << (i % 64));
+        if self.ready.get(w).is_some_and(|v| v & b != 0) {
+            self.ready[w] &= !b;
+            self.ready_count -= 1;
+        }
+    }
+
+    pub fn is_ready(&self, key: &FileKey) -> bool {
+        self.slot(key).is_some_and(|i| self.ready.get(i as usize / 64).is_some_and(|v| v & (1 << (i % 64)) != 0))
+    }
+
+    /// How many files are in the next round.
+    pub fn ready_len(&self) -> usize {
+        self.ready_count
+    }
+
+    /// The files in the next round, in slab order.
+    pub fn ready(&self) -> impl Iterator<Item = &Tracked> {
+        self.ready.iter().enumerate().flat_map(move |(w, &bits)| {
+            let mut bits = bits;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    &self.slots[w * 64 + b]
+                })
+            })
+        })
     }
 
     /// Gives `key` its open state (or takes it away with `None`), keeping the count.
@@ -412,6 +491,12 @@ impl Table {
                 n += 1;
             }
         }
+        let mut ready = vec![0u64; (n as usize).div_ceil(64)];
+        for t in self.ready() {
+            let i = to[self.slot(&t.key).expect("a ready file is tracked") as usize] as usize;
+            ready[i / 64] |= 1 << (i % 64);
+        }
+        self.ready = ready;
         self.slots.retain(|t| t.dir != VACANT);
         self.slots.shrink_to_fit();
         (self.free, self.sweep_at) = (vec![], 0);
@@ -422,7 +507,7 @@ impl Table {
         self.by_key.shrink_to_fit(|&j| key_hash(h, &slots[j as usize].key));
         self.by_path.shrink_to_fit(|&j| {
             let t = &slots[j as usize];
-            path_hash(h, t.dir, names.raw(t.name))
+            path_hash(h, t.dir(), names.raw(t.name))
         });
     }
 }

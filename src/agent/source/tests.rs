@@ -5,7 +5,6 @@
 //! M3: a listing that failed) each send every line once. The random interleavings
 //! of all of these are in `model_tests.rs`, on the same [`Rig`].
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -55,7 +54,7 @@ impl Rig {
         let metrics = Arc::new(Metrics::new(&["file"]));
         let shutdown = Arc::new(AtomicBool::new(false));
         let recycler = Recycler::new(1 << 20);
-        let source = Source::new(cfg, HashMap::new(), out, recycler, metrics, shutdown, false, max_open, watched);
+        let source = Source::new(cfg, Default::default(), out, recycler, metrics, shutdown, false, max_open, watched);
         Rig { dir, source, batches, _pending: pending }
     }
 
