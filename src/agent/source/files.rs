@@ -8,6 +8,7 @@
 //! are resumed from) continues where it stopped. What a file missing from its place
 //! means is decided in [`super::gone`].
 
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -251,11 +252,7 @@ impl Source {
             }
             added.push(key);
         }
-        let busy: std::collections::HashSet<Id> = added
-            .iter()
-            .filter(|k| self.table.is_ready(k))
-            .filter_map(|k| classify(&self.table.rel(self.table.get(k)?), None).worker_id)
-            .collect();
+        let busy = self.busy_core_logs(&added);
         for (i, key) in added.iter().enumerate() {
             if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
                 break;
@@ -265,8 +262,7 @@ impl Source {
             let path = self.dirs[dir as usize].root.join(&rel);
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
             let has_work = self.table.is_ready(key);
-            let names_busy_actor = meta.component == "core_worker" && meta.worker_id.is_some_and(|w| busy.contains(&w));
-            if has_work || names_busy_actor {
+            if has_work || busy.contains(key) {
                 self.prescan(dir, &path, &meta);
             }
             if !self.first_scan && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
@@ -277,6 +273,28 @@ impl Source {
             }
         }
         added.len()
+    }
+
+    /// Of the files just `added`, the core-worker logs of workers with a file to
+    /// read: prescanned too, as they name the worker's actor. Sized by the
+    /// core-worker logs found (a first scan of a million finished workers' stdout,
+    /// with no core-worker log among them, builds nothing).
+    fn busy_core_logs(&self, added: &[FileKey]) -> HashSet<FileKey> {
+        let rel = |k: &FileKey| self.table.get(k).map(|t| self.table.rel(t));
+        let mut core: HashMap<Id, FileKey> = HashMap::new();
+        for key in added {
+            // Cheap test first: every core-worker log's name has it.
+            let Some(rel) = rel(key).filter(|r| r.contains("-core-")) else { continue };
+            let meta = classify(&rel, None);
+            if let (Some(w), "core_worker") = (meta.worker_id, meta.component.as_str()) {
+                core.insert(w, *key);
+            }
+        }
+        if core.is_empty() {
+            return HashSet::new();
+        }
+        let ready = added.iter().filter(|k| self.table.is_ready(k));
+        ready.filter_map(|k| core.get(&classify(&rel(k)?, None).worker_id?).copied()).collect()
     }
 
     /// A new file's entry: where reading resumes, from its checkpoint if it has one.
