@@ -36,6 +36,10 @@ pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 
 struct Found {
     dir: u32,
     name: Name,
+    /// The inode the listing gave (0 from an event): files are stat'ed in inode
+    /// order, which keeps the kernel's inode reads and the checkpoint lookups near
+    /// one another (a restart over a million files).
+    ino: u64,
 }
 
 impl Source {
@@ -180,7 +184,7 @@ impl Source {
         let Some(t) = self.table.get_mut(&key) else {
             if !self.excluded(&rel) {
                 let name = self.table.names.add(&rel.replace('\\', "/"));
-                new.push(Found { dir: d, name });
+                new.push(Found { dir: d, name, ino: e.ino() });
             }
             return;
         };
@@ -225,8 +229,10 @@ impl Source {
     /// Starts tracking new files. Those with something to read are prescanned (with
     /// the core-worker logs of their workers) before any is parsed, so a worker's
     /// prints get their actor whatever order files are read in. Returns how many.
-    fn track(&mut self, found: Vec<Found>) -> usize {
-        let mut added = vec![];
+    fn track(&mut self, mut found: Vec<Found>) -> usize {
+        found.sort_by_key(|f| f.ino);
+        self.table.reserve(found.len());
+        let mut added = Vec::with_capacity(found.len());
         for (i, f) in found.into_iter().enumerate() {
             if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
                 break;
@@ -257,12 +263,17 @@ impl Source {
             if i % STOP_CHECK == STOP_CHECK - 1 && self.stopping() {
                 break;
             }
+            let prescan = self.table.is_ready(key) || busy.contains(key);
+            if !prescan && self.first_scan {
+                // Nothing to learn from it now (a restart over a million files
+                // read before skips them all).
+                continue;
+            }
             let Some(t) = self.table.get(key) else { continue };
             let (dir, rel) = (t.dir(), self.table.rel(t));
             let path = self.dirs[dir as usize].root.join(&rel);
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
-            let has_work = self.table.is_ready(key);
-            if has_work || busy.contains(key) {
+            if prescan {
                 self.prescan(dir, &path, &meta);
             }
             if !self.first_scan && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
@@ -283,9 +294,9 @@ impl Source {
         let rel = |k: &FileKey| self.table.get(k).map(|t| self.table.rel(t));
         let mut core: HashMap<Id, FileKey> = HashMap::new();
         for key in added {
-            // Cheap test first: every core-worker log's name has it.
-            let Some(rel) = rel(key).filter(|r| r.contains("-core-")) else { continue };
-            let meta = classify(&rel, None);
+            // Cheap test first, on the packed name: every core-worker log's has it.
+            let Some(t) = self.table.get(key).filter(|t| self.table.names.has(t.name, b"-core-")) else { continue };
+            let meta = classify(&self.table.rel(t), None);
             if let (Some(w), "core_worker") = (meta.worker_id, meta.component.as_str()) {
                 core.insert(w, *key);
             }
@@ -390,7 +401,7 @@ impl Source {
             self.next_rescan = Instant::now();
             return None;
         };
-        (!self.excluded(&rel)).then(|| Found { dir: d, name: self.table.names.add(&rel) })
+        (!self.excluded(&rel)).then(|| Found { dir: d, name: self.table.names.add(&rel), ino: 0 })
     }
 
     /// The logs dir `path` is in, and the path inside it.

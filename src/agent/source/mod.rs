@@ -81,6 +81,13 @@ pub const MERGE_SLACK: Duration = Duration::from_secs(120);
 /// rarely: with 100,000 files, each costs about 0.3 % of a core at these periods.
 const SWEEP_WATCHED: Duration = Duration::from_secs(300);
 const RESCAN_WATCHED: Duration = Duration::from_secs(120);
+
+/// The listing's period while inotify watches `files` files: [`RESCAN_WATCHED`] up
+/// to 100,000, then longer in proportion, so that the safety net costs the same
+/// share of a core at a million files (a listing of a million takes seconds).
+fn rescan_period(files: usize) -> Duration {
+    RESCAN_WATCHED * (files / 100_000).max(1) as u32
+}
 /// Descriptors kept for everything but log files: the sinks' connections, the API,
 /// checkpoints, the dead-letter file, inotify, listing a dir, a prescan.
 pub const RESERVED_FDS: u64 = 64;
@@ -241,7 +248,11 @@ impl Source {
         let mut found = 0;
         if changes.everything || now >= self.next_rescan {
             // Set first: a listing that finds a file missing asks for the next one soon.
-            let every = if self.watched && !self.once { RESCAN_WATCHED } else { self.cfg.source.poll_interval };
+            let every = if self.watched && !self.once {
+                rescan_period(self.table.len())
+            } else {
+                self.cfg.source.poll_interval
+            };
             self.next_rescan = now + every;
             found += self.rescan();
         }

@@ -59,6 +59,14 @@ impl Names {
         decode(self.raw(n))
     }
 
+    /// Whether name `n` may contain `needle`, made of characters other than hex
+    /// digits and of isolated ones (`-core-`), which are stored as they are: false
+    /// means it does not, true is to be checked on the name (packed bytes may look
+    /// like it).
+    pub fn has(&self, n: Name, needle: &[u8]) -> bool {
+        memchr::memmem::find(self.raw(n), needle).is_some()
+    }
+
     /// Whether `a` and `b` are the same name.
     pub fn same(&self, a: Name, b: Name) -> bool {
         a == b || self.raw(a) == self.raw(b)
@@ -205,6 +213,7 @@ mod tests {
             assert_eq!(names.get(*id), *c);
         }
         assert_eq!(names.raw(ids[0]).len(), 51, "a worker name packs its ids");
+        assert!(names.has(ids[3], b"-core-") && !names.has(ids[0], b"-core-"));
         let again = names.add("raylet.out");
         assert!(names.same(ids[1], again));
         assert!(!names.same(ids[1], ids[2]));

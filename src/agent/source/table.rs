@@ -374,6 +374,19 @@ impl Table {
         Some(t)
     }
 
+    /// Makes room for `n` more files at once (a first scan), rather than growing
+    /// the slab and indices step by step.
+    pub fn reserve(&mut self, n: usize) {
+        let n = n.saturating_sub(self.free.len());
+        let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
+        self.by_key.reserve(n, |&j| key_hash(h, &slots[j as usize].key));
+        self.by_path.reserve(n, |&j| {
+            let t = &slots[j as usize];
+            path_hash(h, t.dir(), names.raw(t.name))
+        });
+        self.slots.reserve(n);
+    }
+
     /// Puts `key` in the next round (it must be tracked already).
     pub fn mark(&mut self, key: FileKey) {
         let slot = self.slot(&key);
