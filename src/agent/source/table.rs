@@ -129,8 +129,9 @@ impl Tracked {
     }
 
     pub fn set_fingerprint(&mut self, fp: Fingerprint) {
-        debug_assert!(fp.len <= FINGERPRINT_MAX || fp.len == u64::MAX, "{fp:?}");
-        self.fp_len = if fp.len == u64::MAX { u16::MAX } else { fp.len.min(FINGERPRINT_MAX) as u16 };
+        // A length no real fingerprint has (a damaged checkpoint) stays one: it
+        // will not match the file, which is then read from its start.
+        self.fp_len = if fp.len == u64::MAX { u16::MAX } else { fp.len.min(FINGERPRINT_MAX + 1) as u16 };
         self.fp_hash = fp.hash;
     }
 
