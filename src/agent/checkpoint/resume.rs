@@ -50,7 +50,12 @@ impl Resume {
     }
 
     fn is_taken(&self, i: usize) -> bool {
-        self.taken[i / 64] & (1 << (i % 64)) != 0
+        bit(&self.taken, i)
+    }
+
+    fn take(&mut self, i: usize) {
+        self.taken[i / 64] |= 1 << (i % 64);
+        self.n_taken += 1;
     }
 
     /// The index in `sorted` of `key`'s entry, if not taken.
@@ -69,8 +74,7 @@ impl Resume {
             return Some(cp);
         }
         let i = self.find(key)?;
-        self.taken[i / 64] |= 1 << (i % 64);
-        self.n_taken += 1;
+        self.take(i);
         let cp = FileCheckpoint { context: self.sorted[i].context.take(), ..self.sorted[i] };
         if self.n_taken >= 4096 && self.n_taken * 4 >= self.sorted.len() * 3 {
             self.pack();
@@ -93,15 +97,14 @@ impl Resume {
         self.extra.retain(|_, cp| keep(cp));
         for i in 0..self.sorted.len() {
             if !self.is_taken(i) && !keep(&self.sorted[i]) {
-                self.taken[i / 64] |= 1 << (i % 64);
-                self.n_taken += 1;
+                self.take(i);
             }
         }
     }
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut FileCheckpoint> {
         let taken = &self.taken;
-        let loaded = self.sorted.iter_mut().enumerate().filter(move |(i, _)| taken[i / 64] & (1 << (i % 64)) == 0);
+        let loaded = self.sorted.iter_mut().enumerate().filter(move |(i, _)| !bit(taken, *i));
         loaded.map(|(_, cp)| cp).chain(self.extra.values_mut())
     }
 
@@ -116,7 +119,7 @@ impl Resume {
         let mut i = 0;
         self.sorted.retain(|_| {
             i += 1;
-            taken[(i - 1) / 64] & (1 << ((i - 1) % 64)) == 0
+            !bit(&taken, i - 1)
         });
         self.sorted.shrink_to_fit();
         self.taken = vec![0; self.sorted.len().div_ceil(64)];
@@ -128,13 +131,17 @@ impl Resume {
         let mut m: HashMap<FileKey, FileCheckpoint> = HashMap::with_capacity(self.len());
         let taken = &self.taken;
         for (i, cp) in self.sorted.into_iter().enumerate() {
-            if taken[i / 64] & (1 << (i % 64)) == 0 {
+            if !bit(taken, i) {
                 m.insert(cp.key, cp);
             }
         }
         m.extend(self.extra);
         m
     }
+}
+
+fn bit(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] & (1 << (i % 64)) != 0
 }
 
 #[cfg(test)]

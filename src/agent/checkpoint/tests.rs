@@ -93,14 +93,21 @@ fn a_save_writes_what_changed_and_merges_the_journal_when_it_grows() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
-    let dir = tmpdir("crash");
+/// A store whose `MERGED` files, all at offset 1, were saved and merged into
+/// generation 1.
+fn merged_at_one(tag: &str) -> (PathBuf, CheckpointStore) {
+    let dir = tmpdir(tag);
     let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     for i in 0..MERGED {
         s.update(cp(i, 1));
     }
     s.save().unwrap();
+    (dir, s)
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_save_leaves_a_loadable_state() {
+    let (dir, mut s) = merged_at_one("crash");
     assert_eq!(files(&dir), ["checkpoints.json"], "merged into generation 1");
     s.update(cp(1, 5));
     s.save().unwrap();
@@ -283,12 +290,7 @@ fn a_finished_file_takes_under_64_bytes_on_disk() {
 
 #[test]
 fn a_merge_keeps_each_files_last_journal_line_in_and_out_of_the_snapshot() {
-    let dir = tmpdir("merge-index");
-    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
-    for i in 0..MERGED {
-        s.update(cp(i, 1));
-    }
-    s.save().unwrap();
+    let (dir, mut s) = merged_at_one("merge-index");
     // Files in the snapshot and new ones, each changed over several saves, with a
     // torn line (a crash) between two of them.
     for round in 0..3u64 {

@@ -222,7 +222,7 @@ impl Source {
             self.close_inactive();
             self.release_held(false);
             self.update_gauges();
-            if self.once && !progress && found == 0 && (self.table.ready_len() == 0) && !self.first_scan {
+            if self.once && !progress && found == 0 && self.table.ready_len() == 0 && !self.first_scan {
                 self.finish_all();
                 self.cut(true);
                 return;
@@ -231,7 +231,7 @@ impl Source {
             self.cut(false);
             if progress {
                 self.busy_rounds += 1;
-            } else if self.busy_rounds > 0 && (self.table.ready_len() == 0) {
+            } else if self.busy_rounds > 0 && self.table.ready_len() == 0 {
                 self.settle();
             }
             if !progress {

@@ -39,8 +39,7 @@ impl Names {
     /// Stores `rel`.
     pub fn add(&mut self, rel: &str) -> Name {
         let at = self.bytes.len();
-        let mut enc = Vec::with_capacity(rel.len());
-        encode(rel, &mut enc);
+        let enc = encoded(rel);
         push_len(&mut self.bytes, enc.len());
         self.bytes.extend_from_slice(&enc);
         // An arena past 4 GiB would need 40 million names of 100 bytes.
@@ -109,8 +108,15 @@ impl Names {
     }
 }
 
+/// `rel` encoded (what [`Names::raw`] gives for it).
+pub fn encoded(rel: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rel.len());
+    encode(rel, &mut out);
+    out
+}
+
 /// Encodes `rel` into `out` (see the module docs).
-pub fn encode(rel: &str, out: &mut Vec<u8>) {
+fn encode(rel: &str, out: &mut Vec<u8>) {
     let b = rel.as_bytes();
     let mut i = 0;
     while i < b.len() {

@@ -54,15 +54,15 @@ impl Source {
         let mut order = vec![];
         let mut idle = vec![];
         for t in self.table.ready() {
-            if (t.has_work() || t.place == Place::Departed) && t.open.is_some() {
+            if !t.has_work() && t.place != Place::Departed {
+                idle.push(t.key);
+            } else if t.open.is_some() {
                 order.push((t.head(), t.key));
-            } else if t.has_work() || t.place == Place::Departed {
+            } else {
                 oldest.push((t.head(), t.key));
                 if oldest.len() > ROUND_FILES {
                     oldest.pop();
                 }
-            } else {
-                idle.push(t.key);
             }
         }
         for key in idle {

@@ -233,6 +233,19 @@ fn path_hash(h: &std::hash::RandomState, dir: u32, raw: &[u8]) -> u64 {
     h.hash_one((dir, raw))
 }
 
+/// The hash of slot `j`'s key, for the key index to grow by.
+fn rehash_key<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked]) -> impl Fn(&u32) -> u64 + 'a {
+    move |&j| key_hash(h, &slots[j as usize].key)
+}
+
+/// The hash of slot `j`'s path, for the path index to grow by.
+fn rehash_path<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked], names: &'a Names) -> impl Fn(&u32) -> u64 + 'a {
+    move |&j| {
+        let t = &slots[j as usize];
+        path_hash(h, t.dir(), names.raw(t.name))
+    }
+}
+
 impl Table {
     pub fn len(&self) -> usize {
         self.len
@@ -266,15 +279,13 @@ impl Table {
 
     /// Whether tracked file `key` is named `rel`.
     pub fn is_named(&self, key: &FileKey, rel: &str) -> bool {
-        let mut raw = Vec::with_capacity(rel.len());
-        super::names::encode(rel, &mut raw);
+        let raw = super::names::encoded(rel);
         self.get(key).is_some_and(|t| self.names.raw(t.name) == raw.as_slice())
     }
 
     /// The file last seen at `rel` of dir `dir`, as far as the table knows.
     pub fn by_path(&self, dir: u32, rel: &str) -> Option<FileKey> {
-        let mut raw = Vec::with_capacity(rel.len());
-        super::names::encode(rel, &mut raw);
+        let raw = super::names::encoded(rel);
         let (slots, names) = (&self.slots, &self.names);
         let i = self.by_path.find(path_hash(&self.hasher, dir, &raw), |&i| {
             let t = &slots[i as usize];
@@ -299,7 +310,7 @@ impl Table {
         };
         self.len += 1;
         let (slots, h) = (&self.slots, &self.hasher);
-        self.by_key.insert_unique(key_hash(h, &key), i, |&j| key_hash(h, &slots[j as usize].key));
+        self.by_key.insert_unique(key_hash(h, &key), i, rehash_key(h, slots));
         self.index_path(i);
         if open {
             self.open.insert(key);
@@ -312,10 +323,7 @@ impl Table {
         let t = &slots[i as usize];
         let (dir, raw) = (t.dir(), names.raw(t.name));
         let hash = path_hash(h, dir, raw);
-        let rehash = |&j: &u32| {
-            let t = &slots[j as usize];
-            path_hash(h, t.dir(), names.raw(t.name))
-        };
+        let rehash = rehash_path(h, slots, names);
         let same = |&j: &u32| {
             let u = &slots[j as usize];
             u.dir() == dir && names.raw(u.name) == raw
@@ -380,11 +388,8 @@ impl Table {
     pub fn reserve(&mut self, n: usize) {
         let n = n.saturating_sub(self.free.len());
         let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
-        self.by_key.reserve(n, |&j| key_hash(h, &slots[j as usize].key));
-        self.by_path.reserve(n, |&j| {
-            let t = &slots[j as usize];
-            path_hash(h, t.dir(), names.raw(t.name))
-        });
+        self.by_key.reserve(n, rehash_key(h, slots));
+        self.by_path.reserve(n, rehash_path(h, slots, names));
         self.slots.reserve(n);
     }
 
@@ -518,11 +523,8 @@ impl Table {
             *i = to[*i as usize];
         }
         let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
-        self.by_key.shrink_to_fit(|&j| key_hash(h, &slots[j as usize].key));
-        self.by_path.shrink_to_fit(|&j| {
-            let t = &slots[j as usize];
-            path_hash(h, t.dir(), names.raw(t.name))
-        });
+        self.by_key.shrink_to_fit(rehash_key(h, slots));
+        self.by_path.shrink_to_fit(rehash_path(h, slots, names));
     }
 }
 
