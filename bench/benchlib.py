@@ -33,7 +33,7 @@ def free_port():
     return p
 
 
-OTLP_KINDS = ("otlp", "otlp-none", "otlp-json")
+OTLP_KINDS = ("otlp", "otlp-none", "otlp-json", "otlp-zlib1")
 
 
 def start_sink(port, *extra, kind="loki"):
@@ -77,7 +77,8 @@ def sink_toml(kind, port, old=False):
     if kind in OTLP_KINDS:
         # No pacing and no age limits to lift: the OTLP sink has neither.
         return '[[sinks]]\ntype = "otlp"\nendpoint = "%s"\n%s' % (
-            url, {"otlp": "", "otlp-none": 'compression = "none"\n', "otlp-json": 'encoding = "json"\n'}[kind])
+            url, {"otlp": "", "otlp-none": 'compression = "none"\n', "otlp-json": 'encoding = "json"\n',
+                  "otlp-zlib1": 'compression_level = 1\n'}[kind])
     return '[[sinks]]\ntype = "elasticsearch"\nendpoint = "%s"\ncompression = "gzip"\n' % url
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure `raylog ship` with the shared instruments (../shared/bench).
 
-  ship_bench.py throughput [--size-mb 256] [--sink loki|loki-json|es|otlp|otlp-none|otlp-json]
+  ship_bench.py throughput [--size-mb 256] [--sink loki|loki-json|es|otlp|otlp-none|otlp-json|otlp-zlib1]
                            [--no-count] [--raylog PATH]
       `raylog ship --once` of a raycorpus.py tree into `capture_sink.py --discard`
       (or, for otlp*, bench/otlp_sink.py --count: gunzips and counts LogRecords; with
@@ -9,7 +9,8 @@
       raylog alone, from wait4: the receiver's are not in it), MiB per CPU-second,
       peak RSS, and the record count the receiver saw vs the corpus manifest (otlp*
       fails on a mismatch). otlp = protobuf + gzip (the defaults), otlp-none =
-      protobuf uncompressed, otlp-json = OTLP/JSON + gzip.
+      protobuf uncompressed, otlp-json = OTLP/JSON + gzip, otlp-zlib1 =
+      protobuf + zlib's gzip level 1 (`compression_level = 1`).
 
   ship_bench.py live [--seconds 40] [--rate 2000] [--kill-every 4] [--sink loki|es|otlp|…]
       `raycorpus.py live` (rotation on, a new session midway) while raylog ships to

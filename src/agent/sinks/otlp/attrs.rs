@@ -78,23 +78,28 @@ pub enum Val<'a> {
 const ID_KEYS: [&str; 5] = ["ray.node_id", "ray.job_id", "ray.worker_id", "ray.actor_id", "ray.task_id"];
 
 /// Calls `f` for each attribute of `e`, in a fixed order; absent values are skipped.
+///
+/// What stays the same from one record of a file to the next comes first (the
+/// node and worker, the file, the pid), then what changes now and then (the job,
+/// actor, task and their names), then what changes every record: so the repeat of
+/// the last record's attributes is one run, which the gzip writer sends as a match
+/// (see `encode::gzip`).
 pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
-    for id in IdField::ALL {
-        if let Some(v) = batch.id(e, id) {
-            f(Key(ID_KEYS[id as usize], ""), Val::Str(v));
+    let id = |f: &mut dyn FnMut(Key<'b>, Val<'b>), field: IdField| {
+        if let Some(v) = batch.id(e, field) {
+            f(Key(ID_KEYS[field as usize], ""), Val::Str(v));
         }
-    }
+    };
     let text = |f: &mut dyn FnMut(Key<'b>, Val<'b>), k: &'static str, s| {
         let s = batch.str(s);
         if !s.is_empty() {
             f(Key(k, ""), Val::Str(s));
         }
     };
+    id(f, IdField::Node);
+    id(f, IdField::Worker);
     text(f, "ray.component", e.component);
     text(f, "ray.session", e.session);
-    text(f, "ray.submission_id", e.submission_id);
-    text(f, "ray.task_name", e.task_name);
-    text(f, "ray.actor_name", e.actor_name);
     let file = batch.str(e.file);
     if !file.is_empty() {
         f(Key("log.file.name", ""), Val::Str(file.rsplit('/').next().unwrap_or(file)));
@@ -103,13 +108,21 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
             f(Key("log.file.path", ""), Val::Str(path));
         }
         f(Key("ray.file", ""), Val::Str(file));
-        f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
     }
     if let Some(s) = e.stream {
         f(Key("log.iostream", ""), Val::Str(s.as_str()));
     }
     if let Some(pid) = e.pid {
         f(Key("process.pid", ""), Val::Int(pid as i64));
+    }
+    for field in [IdField::Job, IdField::Actor, IdField::Task] {
+        id(f, field);
+    }
+    text(f, "ray.submission_id", e.submission_id);
+    text(f, "ray.task_name", e.task_name);
+    text(f, "ray.actor_name", e.actor_name);
+    if !file.is_empty() {
+        f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
     }
     f(Key("log.record.uid", ""), Val::Hex128(e.doc_id));
     if e.inferred {

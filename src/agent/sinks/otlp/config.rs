@@ -26,6 +26,10 @@ pub struct OtlpRaw {
     pub encoding: Option<String>,
     /// `"gzip"` (default) or `"none"`.
     pub compression: Option<String>,
+    /// zlib's gzip level, 1 (fastest) to 9 (smallest). Unset (default): raylog's own
+    /// gzip, which compresses only the attributes a record repeats from the one
+    /// before: about a third of the CPU of level 1, for a body about twice its size.
+    pub compression_level: Option<u32>,
     /// Extra HTTP headers, e.g. a vendor's API key: name → value (a secret).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, Secret>,
@@ -76,6 +80,8 @@ pub struct OtlpConfig {
     pub url: reqwest::Url,
     pub encoding: OtlpEncoding,
     pub gzip: bool,
+    /// `compression_level`: zlib's level, or `None` for raylog's own gzip.
+    pub compression_level: Option<u32>,
     /// `headers`, resolved and checked, with the credentials.
     pub headers: HeaderMap,
     pub service_name: String,
@@ -118,6 +124,15 @@ impl OtlpRaw {
                 true
             }
         };
+        let compression_level = self.compression_level.filter(|l| {
+            let ok = (1..=9).contains(l);
+            if !ok {
+                p.add(&format!("{key}.compression_level"), format!("{l} is not a gzip level from 1 (fastest) to 9 (smallest); leave it unset for raylog's own fast gzip"));
+            } else if !gzip {
+                p.add(&format!("{key}.compression_level"), "is set but compression is \"none\": remove one of them");
+            }
+            ok
+        });
         let mut headers = self.headers(key, p);
         let auth = match (&http.basic_auth, &http.token) {
             (Some((user, pass)), _) => {
@@ -166,6 +181,7 @@ impl OtlpRaw {
             url: http.url,
             encoding,
             gzip,
+            compression_level,
             headers,
             service_name,
             service_namespace: self.service_namespace.clone().filter(|s| !s.is_empty()),
@@ -296,6 +312,21 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} in {text}");
         }
+    }
+
+    #[test]
+    fn compression_level_is_zlibs_or_unset() {
+        let level = |toml: &str| {
+            let (c, p) = check(toml::from_str(&format!("endpoint = \"http://c:4318\"\n{toml}")).unwrap());
+            (c.compression_level, p.to_string())
+        };
+        assert_eq!(level(""), (None, String::new()), "raylog's own gzip by default");
+        assert_eq!(level("compression_level = 9"), (Some(9), String::new()));
+        let (l, text) = level("compression_level = 0");
+        assert_eq!(l, None);
+        assert!(text.contains("sinks[0].compression_level: 0 is not a gzip level from 1"), "{text}");
+        let text = level("compression = \"none\"\ncompression_level = 3").1;
+        assert!(text.contains("sinks[0].compression_level: is set but compression is \"none\""), "{text}");
     }
 
     #[test]

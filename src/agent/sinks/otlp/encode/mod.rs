@@ -15,15 +15,23 @@
 //! - `ExportLogsServiceRequest.resource_logs` 1; `ResourceLogs.resource` 1,
 //!   `.scope_logs` 2; `Resource.attributes` 1; `ScopeLogs.scope` 1, `.log_records` 2;
 //!   `InstrumentationScope.name` 1, `.version` 2.
-//! - `LogRecord`: `time_unix_nano` 1 (fixed64), `severity_number` 2, `severity_text`
-//!   3, `body` 5, `attributes` 6, `observed_time_unix_nano` 11 (fixed64).
+//! - `LogRecord`, in the order written: `attributes` 6, `time_unix_nano` 1
+//!   (fixed64), `severity_number` 2, `severity_text` 3, `body` 5,
+//!   `observed_time_unix_nano` 11 (fixed64).
 //! - `KeyValue.key` 1, `.value` 2; `AnyValue` oneof: `string_value` 1, `bool_value`
 //!   2, `int_value` 3, `double_value` 4, `array_value` 5, `kvlist_value` 6;
 //!   `ArrayValue.values` 1, `KeyValueList.values` 1.
 //!
+//! A `LogRecord`'s attributes are written before its other fields (any order is
+//! valid protobuf), so that what a record repeats of the last record of its file
+//! sits at a known place: [`Seen`] finds those runs while encoding, and [`gzip`]
+//! sends them as deflate matches (the default compression; `compression_level`
+//! hands the body to zlib instead).
+//!
 //! Buffers live in the encoder and are reused; per record nothing is allocated
 //! (an escaped string in a parser field is decoded into a reused scratch string).
 
+pub mod gzip;
 mod json;
 
 use std::io::Write;
@@ -34,7 +42,7 @@ use raylog_parsers::json::Value;
 
 use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
-use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
+use crate::agent::batch::{Batch, BatchRecord, NodeIdentity, Span};
 pub use crate::agent::sinks::elasticsearch::encode::hex128;
 use crate::agent::sinks::pb;
 
@@ -53,6 +61,10 @@ pub struct Request {
 pub struct OtlpEncoder {
     encoding: OtlpEncoding,
     gzip: bool,
+    /// zlib's level, when set; else [`gzip`] with the repeats found while encoding.
+    level: Option<u32>,
+    /// The repeats of the last request's body (see [`Seen`]).
+    seen: Seen,
     /// The configured resource attributes: `service.*` first (`services` of them),
     /// then `resource_attributes`.
     resource: Vec<(String, String)>,
@@ -74,6 +86,8 @@ impl OtlpEncoder {
         OtlpEncoder {
             encoding: cfg.encoding,
             gzip: cfg.gzip,
+            level: cfg.compression_level,
+            seen: Seen::default(),
             resource,
             services,
             raw: Vec::new(),
@@ -120,25 +134,41 @@ impl OtlpEncoder {
         }
         let raw_bytes = raw.len();
         self.last_len = raw_bytes;
-        let body = if self.gzip {
-            let mut gz = GzEncoder::new(Vec::with_capacity(raw_bytes / 6 + 64), Compression::fast());
-            gz.write_all(&raw)?;
-            let body = gz.finish()?;
-            self.raw = raw;
-            body
-        } else {
-            raw
+        // Repeats are found in the protobuf form only: the JSON form, unless a level
+        // is set, gets zlib's fastest.
+        let level = match self.encoding {
+            OtlpEncoding::Protobuf => self.level,
+            OtlpEncoding::Json => Some(self.level.unwrap_or(1)),
+        };
+        let body = match (self.gzip, level) {
+            (false, _) => raw,
+            (true, Some(level)) => {
+                let mut gz = GzEncoder::new(Vec::with_capacity(raw_bytes / 6 + 64), Compression::new(level));
+                gz.write_all(&raw)?;
+                let body = gz.finish()?;
+                self.raw = raw;
+                body
+            }
+            (true, None) => {
+                let mut body = Vec::with_capacity(raw_bytes / 3 + 64);
+                gzip::write(&raw, &self.seen.copies, &mut body);
+                self.raw = raw;
+                body
+            }
         };
         Ok(Request { body, raw_bytes })
     }
 
     fn write_protobuf(&mut self, raw: &mut Vec<u8>, batch: &Batch, sel: &[u32]) {
         let mut scratch = std::mem::take(&mut self.scratch);
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.clear();
         let resource = self.resource(&batch.node);
         // The two outer messages hold nearly the whole request: room for the length
         // the last request needed (3 bytes: up to 2 MiB, 4: up to 256 MiB), so a body
         // of megabytes is not moved to make room twice per request.
         let outer = pb::varint_len(self.last_len as u64).max(3);
+        let mut records_end = 0;
         pb::nested(raw, 1, outer, |raw| {
             pb::nested(raw, 1, 2, |raw| {
                 for (k, v) in &resource {
@@ -151,18 +181,121 @@ impl OtlpEncoder {
                     pb::str_field(raw, 2, SCOPE_VERSION.as_bytes());
                 });
                 for e in sel.iter().filter_map(|&i| batch.entries.get(i as usize)) {
-                    pb_record(raw, &mut scratch, batch, e);
+                    pb_record(raw, &mut scratch, batch, e, &mut seen);
                 }
+                records_end = raw.len();
             });
         });
+        // Had an outer length needed more or fewer bytes than guessed, every record
+        // moved by as many: nothing is written after the records.
+        let moved = raw.len() as isize - records_end as isize;
+        for c in &mut seen.copies {
+            c.at = c.at.wrapping_add_signed(moved);
+        }
+        self.seen = seen;
         self.scratch = scratch;
     }
 }
 
-/// One `LogRecord` (field 2 of `ScopeLogs`): the hot path.
-fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRecord) {
+/// Where the attributes of the last few records are, to find what each record
+/// repeats: each attribute is looked for among those of the last record of the same
+/// file (records of a few files take turns in a batch read in time order), in order,
+/// allowing for attributes one of the two lacks.
+#[derive(Default)]
+struct Seen {
+    copies: Vec<gzip::Copy>,
+    /// (file, where its attributes start, each one's place from there and length).
+    recent: [(Span, usize, Attrs); 4],
+    next: usize,
+    /// The attributes of the record being written, from the start of its body.
+    cur: Attrs,
+}
+
+/// A record's attributes: each one's place from the first and its length.
+type Attrs = Vec<(u32, u32)>;
+
+impl Seen {
+    /// Forgets the last request.
+    fn clear(&mut self) {
+        self.copies.clear();
+        self.recent.iter_mut().for_each(|(_, _, list)| list.clear());
+        self.cur.clear();
+    }
+
+    /// Finds the repeats of the record of `file` whose attributes (listed in `cur`)
+    /// start at `at`.
+    fn note(&mut self, raw: &[u8], batch: &Batch, file: Span, at: usize) {
+        let n = self.recent.len();
+        let last = (self.next + n - 1) % n;
+        let same = (0..n).map(|i| (last + n - i) % n).find(|&i| {
+            let (f, _, list) = &self.recent[i];
+            !list.is_empty() && (*f == file || batch.str(*f) == batch.str(file))
+        });
+        let (_, base, prev) = &self.recent[same.unwrap_or(last)];
+        let first = self.copies.len();
+        let mut j = 0;
+        for &(rel, len) in &self.cur {
+            let (s, len) = (at + rel as usize, len as usize);
+            let found = (j..prev.len().min(j + 3))
+                .find(|&k| prev[k].1 as usize == len && same_bytes(raw, base + prev[k].0 as usize, s, len));
+            let Some(k) = found else { continue };
+            j = k + 1;
+            let dist = s - (base + prev[k].0 as usize);
+            if dist > gzip::WINDOW {
+                continue;
+            }
+            match self.copies.last_mut() {
+                Some(c) if c.at + c.len == s && c.dist == dist => c.len += len,
+                _ => self.copies.push(gzip::Copy { at: s, len, dist }),
+            }
+        }
+        // A short repeat costs more as a match than as literals.
+        let mut kept = first;
+        for i in first..self.copies.len() {
+            if self.copies[i].len >= gzip::MIN_COPY {
+                self.copies[kept] = self.copies[i];
+                kept += 1;
+            }
+        }
+        self.copies.truncate(kept);
+        let slot = same.unwrap_or(self.next);
+        if same.is_none() {
+            self.next = (self.next + 1) % n;
+        }
+        let (f, base, list) = &mut self.recent[slot];
+        (*f, *base) = (file, at);
+        std::mem::swap(list, &mut self.cur);
+        self.cur.clear();
+    }
+}
+
+/// Whether the `len` bytes at `a` and at `b` are the same. Values that differ
+/// mostly differ at their end (ids, offsets): that is looked at first.
+fn same_bytes(raw: &[u8], a: usize, b: usize, len: usize) -> bool {
+    if len >= 8 {
+        let tail = |p: usize| u64::from_le_bytes(raw[p + len - 8..p + len].try_into().unwrap());
+        if tail(a) != tail(b) {
+            return false;
+        }
+    }
+    raw[a..a + len] == raw[b..b + len]
+}
+
+/// One `LogRecord` (field 2 of `ScopeLogs`): the hot path. Its attributes come
+/// first (protobuf allows any field order), so the run repeated from the record
+/// before starts at a known place.
+fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRecord, seen: &mut Seen) {
+    let start = raw.len();
     // Records of 128 B to 16 KiB take a 2-byte length.
     pb::nested(raw, 2, 2, |raw| {
+        let at = raw.len();
+        let cur = &mut seen.cur;
+        attrs::each(batch, e, &mut |k, v| {
+            let s = raw.len();
+            pb_attr(raw, scratch, 6, k, v, 0);
+            // A record is under 4 GiB: `max_line_bytes` bounds it.
+            cur.push(((s - at) as u32, (raw.len() - s) as u32));
+        });
         pb::fixed64(raw, 1, attrs::record_time(e));
         if let Some(l) = e.level {
             pb::key(raw, 2, pb::VARINT);
@@ -173,9 +306,11 @@ fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRe
         pb::key(raw, 5, pb::LEN);
         pb::varint(raw, (1 + pb::varint_len(msg.len() as u64) + msg.len()) as u64);
         pb::bytes_always(raw, 1, msg);
-        attrs::each(batch, e, &mut |k, v| pb_attr(raw, scratch, 6, k, v, 0));
         pb::fixed64(raw, 11, e.observed_ns.max(0) as u64);
     });
+    // The key byte, then the length: its size is known only now.
+    let len_bytes = raw[start + 1..].iter().position(|b| b & 0x80 == 0).map_or(1, |p| p + 1);
+    seen.note(raw, batch, e.file, start + 1 + len_bytes);
 }
 
 /// A `KeyValue` whose value is a string (sizes known up front: no length to patch).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use raylog_parsers::{classify, Correlator, FileParser, Options};
 use serde_json::{json, Value};
 
-use super::{OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
+use super::{gzip, OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
 use crate::agent::config::values::Problems;
 use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
@@ -436,4 +436,63 @@ fn a_replay_encodes_the_same_record() {
     let b = sample_batch();
     let first = encode("compression = \"none\"", &b);
     assert_eq!(encode("compression = \"none\"", &b), first);
+}
+
+/// Records of three files taking turns, as a batch read in time order has them.
+fn interleaved_batch() -> Batch {
+    let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
+    let mut b = Batch::new(1, node);
+    let names = [
+        "raylet.out",
+        "worker-d361d2f5cf595a2fc4000787fc546f9695478a0a0532d84be46f5093-01000000-5490.out",
+        "python-core-worker-d361d2f5cf595a2fc4000787fc546f9695478a0a0532d84be46f5093_5490.log",
+    ];
+    let mut parsers: Vec<FileParser> = names
+        .iter()
+        .map(|name| {
+            let mut meta = classify(name, Some(SESSION));
+            meta.path = Some(format!("/tmp/ray/{SESSION}/logs/{name}"));
+            FileParser::new(meta, None, None)
+        })
+        .collect();
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    for i in 0..300 {
+        let (k, line) = match i % 3 {
+            0 => (0, format!("[2026-11-30 10:21:{:02},080 I 4034 4034] node_manager.cc:1322: lease {i} granted worker_id=b1ba2105ece393310e260b0e179de287f32d8622e7bca48f0a9fc358\n", i % 60)),
+            1 => (1, format!("step {i}: loss {}\n", 1000 - i)),
+            _ => (2, format!("[2026-11-30 10:21:{:02},081 I 5490 5511] core_worker.cc:889: task {i} done\n", i % 60)),
+        };
+        let name = names[k];
+        let mut push =
+            |r: &raylog_parsers::Record<'_>| b.push(r, 1_764_600_000_000_000_000, doc_id(name, r.offset, r.message));
+        parsers[k].push(line.as_bytes(), &mut corr, &opts, &mut push);
+    }
+    for (k, p) in parsers.iter_mut().enumerate() {
+        let name = names[k];
+        p.finish(&mut corr, &opts, &mut |r| b.push(r, 1_764_600_000_000_000_000, doc_id(name, r.offset, r.message)));
+    }
+    b
+}
+
+#[test]
+fn the_gzip_body_sends_each_files_repeated_attributes_as_matches() {
+    let b = interleaved_batch();
+    assert!(b.len() >= 290, "{} records", b.len());
+    let raw = encode("compression = \"none\"", &b);
+    let sel: Vec<u32> = (0..b.len() as u32).collect();
+    let mut enc = OtlpEncoder::new(&config(""));
+    let body = enc.encode(&b, &sel).unwrap().body;
+    assert!(gzip::copies_ok(&enc.raw, &enc.seen.copies), "every match repeats what it says");
+    assert!(enc.seen.copies.len() >= b.len() - 4, "about a match per record: {}", enc.seen.copies.len());
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut plain).unwrap();
+    assert_eq!(plain, raw, "the gzip body is the protobuf body");
+    // Each record repeats its file's ids, names and path: most of its bytes.
+    assert!(body.len() * 2 < raw.len(), "{} bytes gzipped of {}", body.len(), raw.len());
+    // zlib's level, when set, compresses the same body further.
+    let zlib = encode("compression_level = 6", &b);
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&zlib[..]).read_to_end(&mut plain).unwrap();
+    assert_eq!(plain, raw);
+    assert!(zlib.len() < body.len());
 }
