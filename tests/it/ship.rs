@@ -367,3 +367,35 @@ fn sigkill_during_a_rotating_writer_loses_nothing() {
     assert!(kills >= 3, "the writer finished too fast to kill the agent several times");
     assert!(dups <= kills * 200, "{dups} duplicates after {kills} kills (batch size 200)");
 }
+
+/// A restart reads a worker's output written while the agent was down with its
+/// actor's id: its core-worker log, read to its end before the restart and not read
+/// again, is prescanned once more for the line that names the actor.
+#[test]
+fn a_worker_file_appended_while_down_keeps_its_actor_after_a_restart() {
+    let env = Env::new("resume-actor");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/ray-2.60-jobs-serve/session_2026-11-30_09-31-29_637100_6988/logs");
+    let wid = "432349002613ccb2a609f32e497aa7d9eb9fbe5c2d552f6bf7e6fbdf";
+    let out = env.logs().join(format!("worker-{wid}-ffffffff-7659.out"));
+    let core = format!("python-core-worker-{wid}_7659.log");
+    std::fs::copy(real.join(out.file_name().unwrap()), &out).unwrap();
+    std::fs::copy(real.join(&core), env.logs().join(&core)).unwrap();
+    append(&out, 0, 1);
+    let actor_of = |seq: u64| {
+        let tok = format!("seq={seq}");
+        let r = env.records().into_iter().find(|r| r["message"].as_str().is_some_and(|m| m.contains(&tok)));
+        r.map(|r| r["actor_id"].clone()).unwrap_or_default()
+    };
+    let agent = env.start();
+    env.wait_for("the line before the restart", |r| r.contains_key(&0));
+    stop(agent);
+    // The core-worker log's "Creating actor actor_id=…" line names it.
+    assert_eq!(actor_of(0), "4f5a785cd66775710826e94c03000000");
+    append(&out, 1, 2);
+    let agent = env.start();
+    env.wait_for("the line written while the agent was down", |r| r.contains_key(&1));
+    stop(agent);
+    assert_eq!(actor_of(1), "4f5a785cd66775710826e94c03000000", "the actor after the restart");
+    assert!(exactly_once(&env.received(), 2), "{:?}", env.received());
+}

@@ -26,6 +26,10 @@ use crate::discover::{logs_roots, not_tailed, LogsRoot};
 /// million-file listing or prescan must not hold SIGTERM for seconds.
 pub(super) const STOP_CHECK: usize = 1024;
 
+/// Files tracked from their checkpoint stat'ed per round (see
+/// [`Source::stat_unstated`]): about a tenth of a second of stats between rounds.
+const UNSTATED_CHUNK: usize = 16_384;
+
 /// The fingerprint of a file skipped by `ignore_older`: matches no file, so when it
 /// changes and is opened, it is read from its start.
 pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 };
@@ -82,6 +86,8 @@ impl Source {
             // for it. Nothing is marked missing or tracked from a cut-short listing.
             return 0;
         }
+        // Stat'ed in inode order (see `Found::ino`), the lowest first.
+        self.unstated.sort_unstable_by_key(|k| std::cmp::Reverse(k.ino));
         let found = self.track(new);
         let listing = self.listing;
         let unlisted: Vec<FileKey> =
@@ -182,9 +188,13 @@ impl Source {
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
         let listing = self.listing;
         let Some(t) = self.table.get_mut(&key) else {
-            if !self.excluded(&rel) {
-                let name = self.table.names.add(&rel.replace('\\', "/"));
-                new.push(Found { dir: d, name, ino: e.ino() });
+            if self.excluded(&rel) {
+                return;
+            }
+            let name = self.table.names.add(&rel.replace('\\', "/"));
+            match self.resume.remove(&key) {
+                Some(cp) => self.track_checkpointed(key, d, name, cp),
+                None => new.push(Found { dir: d, name, ino: e.ino() }),
             }
             return;
         };
@@ -312,10 +322,7 @@ impl Source {
     fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata) -> Tracked {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
         if let Some(cp) = self.resume.remove(&key) {
-            (t.resume, t.context, t.unverified) = (cp.offset, cp.context, true);
-            t.set_fingerprint(cp.fingerprint);
-            t.set_last_time(cp.last_time_ns);
-            t.head = cp.last_time_ns.unwrap_or(i64::MIN);
+            resume_from(&mut t, cp);
             return t;
         }
         if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
@@ -330,6 +337,81 @@ impl Source {
             }
         }
         t
+    }
+
+    /// A file listed whose checkpoint was loaded at start: tracked at once, as its
+    /// checkpoint left it, and stat'ed in the rounds that follow. A restart over a
+    /// million files would otherwise stat them all before reading a line; this way
+    /// the listing completes the table, inotify's news of any of them is followed
+    /// at once, and the files written while the agent was down are read as their
+    /// stats come (those of live files first: they are not checkpointed as done).
+    fn track_checkpointed(&mut self, key: FileKey, dir: u32, name: Name, cp: crate::agent::checkpoint::FileCheckpoint) {
+        // The size is not known yet: nothing to read until the stat says so.
+        let mut t = Tracked::new(key, dir, name, cp.offset, self.listing);
+        resume_from(&mut t, cp);
+        self.table.insert(t);
+        self.unstated.push(key);
+    }
+
+    /// Stats the next [`UNSTATED_CHUNK`] files tracked from their checkpoint; those
+    /// with something to read are prescanned (with their worker's core-worker log)
+    /// and read.
+    pub(super) fn stat_unstated(&mut self) {
+        if self.unstated.is_empty() {
+            return;
+        }
+        let mut work = Vec::new();
+        for _ in 0..UNSTATED_CHUNK {
+            let Some(key) = self.unstated.pop() else { break };
+            // Open: being read already, and prescanned when it was opened or found.
+            let Some(t) = self.table.get(&key).filter(|t| t.open.is_none()) else { continue };
+            let path = self.path(t);
+            match std::fs::metadata(&path) {
+                Ok(md) if FileKey::of(&md) == key => {
+                    let Some(t) = self.table.get_mut(&key) else { continue };
+                    if md.len() != t.size {
+                        changed(t, md.len());
+                    }
+                    // Ready by an event since the listing, and not prescanned: it is now.
+                    if t.has_work() || self.table.is_ready(&key) {
+                        self.table.mark(key);
+                        work.push(key);
+                    }
+                }
+                // Renamed or deleted since the listing: the next one sorts it out.
+                _ => self.next_rescan = Instant::now(),
+            }
+        }
+        self.prescan_resumed(&work);
+    }
+
+    /// Prescans the files `work` found with something to read after a restart, and
+    /// the core-worker logs of the workers among them (read before the restart, but
+    /// the ones that name the worker's actor).
+    fn prescan_resumed(&mut self, work: &[FileKey]) {
+        let mut core = Vec::new();
+        for key in work {
+            let Some(t) = self.table.get(key) else { continue };
+            let (dir, rel) = (t.dir(), self.table.rel(t));
+            let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
+            if let (Some(w), Some(pid), Some(_)) = (meta.worker_id, meta.pid, meta.stream) {
+                let log = format!("python-core-worker-{}_{pid}.log", w.as_str());
+                core.extend(self.table.by_path(dir, &log));
+            }
+            self.prescan(dir, &self.dirs[dir as usize].root.join(&rel), &meta);
+        }
+        core.sort_unstable();
+        core.dedup();
+        // One with work of its own was prescanned above.
+        let mut done = work.to_vec();
+        done.sort_unstable();
+        core.retain(|k| done.binary_search(k).is_err());
+        for key in core {
+            let Some(t) = self.table.get(&key) else { continue };
+            let (dir, rel) = (t.dir(), self.table.rel(t));
+            let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
+            self.prescan(dir, &self.dirs[dir as usize].root.join(&rel), &meta);
+        }
     }
 
     /// Learns correlation (actor of a worker, job of a worker), the file's time hint
@@ -515,6 +597,15 @@ impl Source {
 /// inotify lost events: long enough for any live file, short enough that a node's
 /// 100,000 finished ones are not all opened.
 const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Resumes `t` where its checkpoint says, to be checked against the file's first
+/// bytes when it is opened.
+fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint) {
+    (t.resume, t.context, t.unverified) = (cp.offset, cp.context, true);
+    t.set_fingerprint(cp.fingerprint);
+    t.set_last_time(cp.last_time_ns);
+    t.head = cp.last_time_ns.unwrap_or(i64::MIN);
+}
 
 /// Notes a new size for a tracked file.
 fn changed(t: &mut Tracked, size: u64) {

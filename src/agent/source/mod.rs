@@ -147,6 +147,9 @@ pub struct Source {
     emfile_logged: bool,
     /// Checkpoints of files not found by the first complete listing were marked gone.
     absent_marked: bool,
+    /// Files tracked from their checkpoint by a listing, not stat'ed yet (see
+    /// `Source::stat_unstated`), by inode, highest first.
+    unstated: Vec<FileKey>,
     /// Tests: a dir whose listing fails, as when out of descriptors.
     #[cfg(test)]
     pub(super) list_fault: Option<PathBuf>,
@@ -199,6 +202,7 @@ impl Source {
             busy_rounds: 0,
             emfile_logged: false,
             absent_marked: false,
+            unstated: Vec::new(),
             #[cfg(test)]
             list_fault: None,
         }
@@ -222,7 +226,8 @@ impl Source {
             self.close_inactive();
             self.release_held(false);
             self.update_gauges();
-            if self.once && !progress && found == 0 && self.table.ready_len() == 0 && !self.first_scan {
+            let idle = !progress && found == 0 && self.table.ready_len() == 0 && self.unstated.is_empty();
+            if self.once && idle && !self.first_scan {
                 self.finish_all();
                 self.cut(true);
                 return;
@@ -261,6 +266,7 @@ impl Source {
             self.stat_all();
         }
         found += self.on_paths(changes.paths);
+        self.stat_unstated();
         if now >= self.next_sweep {
             self.sweep();
             self.next_sweep = now + Duration::from_secs(1);
