@@ -21,6 +21,7 @@ mod otlp;
 mod props;
 mod ray_metrics;
 mod reconcile;
+mod scale;
 mod ship;
 mod ship_loki;
 mod shutdown;

@@ -23,7 +23,7 @@ use crate::ship::{append, exactly_once, stop, Agent, Env};
 
 /// Starts the agent with `[source]` keys `extra` under a hard open-files limit of
 /// `nofile` (soft = hard: the agent cannot raise it), its stderr to `stderr`.
-fn start(env: &Env, extra: &str, nofile: u64, stderr: &Path) -> Agent {
+pub(crate) fn start(env: &Env, extra: &str, nofile: u64, stderr: &Path) -> Agent {
     let cfg = format!(
         r#"
 [source]
@@ -65,7 +65,7 @@ address = ""
 /// What the agent logged, checked for any sign of running out of descriptors: its
 /// own warning when an open fails with EMFILE/ENFILE, or the OS's text for either
 /// from any other open (a listing, a checkpoint, the sink's file).
-fn assert_never_out_of_descriptors(stderr: &Path) -> String {
+pub(crate) fn assert_never_out_of_descriptors(stderr: &Path) -> String {
     let text = std::fs::read_to_string(stderr).unwrap();
     for sign in ["out of file descriptors", "Too many open files", "os error 24", "os error 23"] {
         assert!(!text.contains(sign), "the agent ran out of descriptors ({sign:?}):\n{text}");
@@ -74,7 +74,7 @@ fn assert_never_out_of_descriptors(stderr: &Path) -> String {
 }
 
 /// Descriptors of process `pid` open on files under `dir`.
-fn fds_under(pid: u32, dir: &Path) -> usize {
+pub(crate) fn fds_under(pid: u32, dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
     rd.flatten().filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(dir))).count()
 }
@@ -93,7 +93,7 @@ fn wait_all_closed(pid: u32, dir: &Path, within: Duration) {
     }
 }
 
-fn worker(env: &Env, i: u64) -> PathBuf {
+pub(crate) fn worker(env: &Env, i: u64) -> PathBuf {
     env.logs().join(format!("worker-{:056x}-01000000-{}.out", 0xb000 + i, 20_000 + i))
 }
 

@@ -239,7 +239,8 @@ impl Source {
             } else if self.busy_rounds > 0 && self.table.ready_len() == 0 {
                 self.settle();
             }
-            if !progress {
+            // Files a restart has not stat'ed yet: the next round stats more at once.
+            if !progress && self.unstated.is_empty() {
                 let wait = self.cfg.batch.max_wait.min(Duration::from_secs(1)) / 2;
                 changes = Some(wake.wait(wait.max(Duration::from_millis(10))));
             }
