@@ -108,8 +108,9 @@ struct Stages {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     dead: DeadLetter,
-    /// inotify's watch on the source paths, if any; dropped at the end.
-    watcher: Option<notify::RecommendedWatcher>,
+    /// The thread setting up inotify's watch on the source paths, which returns the
+    /// watcher (if any); dropped at the end.
+    watcher: Option<std::thread::JoinHandle<Option<notify::RecommendedWatcher>>>,
 }
 
 async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
@@ -206,9 +207,19 @@ fn start(
     let tracker = tokio::spawn(track_acks(pending_rx, ack_rx, cfg.sinks.len(), store, metrics.clone()));
     let shutdown = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Wake::default());
-    let watcher = if cfg.source.watch { watch_paths(cfg, wake.clone()) } else { None };
+    // Set up while the reader lists (it stats nothing before they are, see
+    // `Source::await_watch`): a million files take seconds of notify's `lstat`s.
+    let watcher = cfg.source.watch.then(|| {
+        let (cfg, wake) = (cfg.clone(), wake.clone());
+        wake.setting_up();
+        std::thread::spawn(move || {
+            let w = watch_paths(&cfg, wake.clone());
+            wake.set_up(w.is_some());
+            w
+        })
+    });
     let max_open = max_open_files(cfg.source.max_open_files);
-    let watched = watcher.is_some();
+    let watched = cfg.source.watch;
     let source =
         Source::new(cfg.clone(), resume, out, recycler, metrics.clone(), shutdown.clone(), once, max_open, watched);
     let reader = tokio::task::spawn_blocking(move || source.run(wake));

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use raylog_parsers::{classify, Id};
 
@@ -86,6 +86,7 @@ impl Source {
             let root = self.dirs[d].root.clone();
             *whole = self.list(d as u32, &root, &mut new);
         }
+        self.await_watch();
         if self.stopping() {
             // A listing of a million files takes seconds: SIGTERM is not kept waiting
             // for it. Nothing is marked missing or tracked from a cut-short listing.
@@ -117,6 +118,26 @@ impl Source {
             crate::agent::trim_heap();
         }
         found
+    }
+
+    /// Waits, before the first stat, for the watches being set up while the first
+    /// listing ran (which stats nothing it has a checkpoint for): a file changed
+    /// between its stat and its dir's watch would go unseen until the stat poll.
+    /// Polls instead if they could not be set up.
+    fn await_watch(&mut self) {
+        let Some(wake) = self.watch_setup.take() else { return };
+        loop {
+            match wake.wait_set_up(Duration::from_millis(100)) {
+                Some(true) => return,
+                Some(false) => {
+                    self.watched = false;
+                    self.next_rescan = Instant::now() + self.cfg.source.poll_interval;
+                    return;
+                }
+                None if self.stopping() => return,
+                None => {}
+            }
+        }
     }
 
     /// Whether the agent is stopping: discovery looks every [`STOP_CHECK`] files.

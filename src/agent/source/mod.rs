@@ -150,6 +150,8 @@ pub struct Source {
     /// Files tracked from their checkpoint by a listing, not stat'ed yet (see
     /// `Source::stat_unstated`), by inode, highest first.
     unstated: Vec<FileKey>,
+    /// Until the watches are set up (see `Source::await_watch`).
+    watch_setup: Option<Arc<Wake>>,
     /// Tests: a dir whose listing fails, as when out of descriptors.
     #[cfg(test)]
     pub(super) list_fault: Option<PathBuf>,
@@ -203,6 +205,7 @@ impl Source {
             emfile_logged: false,
             absent_marked: false,
             unstated: Vec::new(),
+            watch_setup: None,
             #[cfg(test)]
             list_fault: None,
         }
@@ -210,6 +213,7 @@ impl Source {
 
     /// Runs until shutdown (or, with `once`, until every file is read to its end).
     pub fn run(mut self, wake: Arc<Wake>) {
+        self.watch_setup = Some(wake.clone());
         let mut changes = Some(wake.take());
         loop {
             if self.shutdown.load(Relaxed) {

@@ -28,6 +28,10 @@ struct State {
     paths: HashSet<PathBuf>,
     everything: bool,
     woken: bool,
+    /// The watches are being set up (see [`Wake::setting_up`]).
+    setting_up: bool,
+    /// They could not be: the reader polls.
+    unwatched: bool,
 }
 
 /// The signal between the watcher and the reader.
@@ -62,6 +66,27 @@ impl Wake {
         s.everything = true;
         s.woken = true;
         self.cv.notify_one();
+    }
+
+    /// The watches are being set up on another thread: notify's recursive setup
+    /// `lstat`s every entry (seconds at a million files), while the reader lists.
+    pub fn setting_up(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).setting_up = true;
+    }
+
+    /// The watches are set up (`watching`), or could not be.
+    pub fn set_up(&self, watching: bool) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (s.setting_up, s.unwatched) = (false, !watching);
+        self.cv.notify_all();
+    }
+
+    /// Waits up to `timeout` for the watches to be set up; `Some(watching)` once
+    /// they are (at once when none were being set up).
+    pub fn wait_set_up(&self, timeout: Duration) -> Option<bool> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, _) = self.cv.wait_timeout_while(s, timeout, |s| s.setting_up).unwrap_or_else(|e| e.into_inner());
+        (!s.setting_up).then_some(!s.unwatched)
     }
 
     /// Waits up to `timeout` for a change (returns at once if one is pending), and
@@ -103,5 +128,18 @@ mod tests {
         let start = std::time::Instant::now();
         let c = w.wait(Duration::from_millis(50));
         assert!(c.paths.is_empty() && !c.everything && start.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_reader_waits_for_the_watches_being_set_up_and_learns_if_they_failed() {
+        let w = std::sync::Arc::new(Wake::default());
+        assert_eq!(w.wait_set_up(Duration::ZERO), Some(true), "none being set up: nothing to wait for");
+        w.setting_up();
+        assert_eq!(w.wait_set_up(Duration::from_millis(20)), None, "still being set up");
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || w2.wait_set_up(Duration::from_secs(30)));
+        std::thread::sleep(Duration::from_millis(20));
+        w.set_up(false);
+        assert_eq!(t.join().unwrap(), Some(false), "woken when they could not be set up");
     }
 }
