@@ -415,24 +415,19 @@ impl Source {
     /// the core-worker logs of the workers among them (read before the restart, but
     /// the ones that name the worker's actor).
     fn prescan_resumed(&mut self, work: &[FileKey]) {
-        let mut core = Vec::new();
+        let mut keys = work.to_vec();
         for key in work {
             let Some(t) = self.table.get(key) else { continue };
-            let (dir, rel) = (t.dir(), self.table.rel(t));
-            let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
+            let meta = classify(&self.table.rel(t), None);
             if let (Some(w), Some(pid), Some(_)) = (meta.worker_id, meta.pid, meta.stream) {
                 let log = format!("python-core-worker-{}_{pid}.log", w.as_str());
-                core.extend(self.table.by_path(dir, &log));
+                keys.extend(self.table.by_path(t.dir(), &log));
             }
-            self.prescan(dir, &self.dirs[dir as usize].root.join(&rel), &meta);
         }
-        core.sort_unstable();
-        core.dedup();
-        // One with work of its own was prescanned above.
-        let mut done = work.to_vec();
-        done.sort_unstable();
-        core.retain(|k| done.binary_search(k).is_err());
-        for key in core {
+        // A core-worker log with work of its own is prescanned once.
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
             let Some(t) = self.table.get(&key) else { continue };
             let (dir, rel) = (t.dir(), self.table.rel(t));
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
