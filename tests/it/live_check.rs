@@ -200,8 +200,13 @@ pub fn check_archive(live: &[Doc], archive: &[Doc], failures: &mut Vec<String>) 
     };
     let live: BTreeMap<String, Value> = live.iter().map(norm).collect();
     let archive: BTreeMap<String, Value> = archive.iter().map(norm).collect();
-    let only_live: BTreeSet<&String> = live.keys().filter(|k| !archive.contains_key(*k)).collect();
-    let only_archive: Vec<&Value> = archive.iter().filter(|(k, _)| !live.contains_key(*k)).map(|(_, v)| v).collect();
+    let mut only_live: BTreeSet<&String> = live.keys().filter(|k| !archive.contains_key(*k)).collect();
+    let mut only_archive: Vec<&Value> =
+        archive.iter().filter(|(k, _)| !live.contains_key(*k)).map(|(_, v)| v).collect();
+    let split = explain_splits(&live, &mut only_live, &mut only_archive);
+    if split > 0 {
+        println!("live: {split} multi-line records were emitted in pieces live (a writer paused over `idle_flush`)");
+    }
     if !only_live.is_empty() || !only_archive.is_empty() {
         failures.push(format!(
             "live vs --once: {} documents only live, e.g. {:?}; {} only in the archive run, e.g. {:?}",
@@ -228,6 +233,53 @@ pub fn check_archive(live: &[Doc], archive: &[Doc], failures: &mut Vec<String>) 
         ));
     }
     knows_more
+}
+
+/// Takes out of `only_live` and `only_archive` each archive record that the live
+/// agent emitted in pieces, and returns how many there were. A writer that pauses
+/// longer than `idle_flush` in the middle of a multi-line record (raylet's and the
+/// driver's stats dumps are written in several writes; a loaded machine has paused
+/// one for over a second) has its record emitted as it stood: documented behaviour,
+/// not a loss. The pieces must be the archive record's lines exactly, in order,
+/// with nothing left over: a piece missing, altered or extra is still a failure.
+fn explain_splits(
+    live: &BTreeMap<String, Value>,
+    only_live: &mut BTreeSet<&String>,
+    only_archive: &mut Vec<&Value>,
+) -> usize {
+    let msg = |v: &Value| v["message"].as_str().unwrap_or_default().to_string();
+    let mut explained = 0;
+    only_archive.retain(|a| {
+        let whole = msg(a);
+        if !whole.contains('\n') {
+            return true;
+        }
+        let mut pieces: Vec<(usize, &String, String)> = only_live
+            .iter()
+            .map(|k| (*k, msg(&live[*k])))
+            .filter(|(_, m)| !m.is_empty() && whole.contains(m.as_str()))
+            .filter_map(|(k, m)| Some((whole.find(m.as_str())?, k, m)))
+            .collect();
+        pieces.sort();
+        let (mut at, mut used) = (0, vec![]);
+        for (start, k, m) in &pieces {
+            if *start == at {
+                at += m.len();
+                // The agent trims a record's trailing blank lines; the whole keeps them inside.
+                at = whole.len() - whole[at..].trim_start().len();
+                used.push(*k);
+            }
+        }
+        if used.len() < 2 || at != whole.len() {
+            return true;
+        }
+        for k in used {
+            only_live.remove(k);
+        }
+        explained += 1;
+        false
+    });
+    explained
 }
 
 enum Agreement {
@@ -277,4 +329,23 @@ pub fn report(es_docs: &[Got], loki: &[ReceivedEntry], workload_secs: f64, archi
         pct(0.99),
         pct(1.0)
     );
+}
+
+#[test]
+fn a_record_emitted_in_pieces_live_is_explained_only_when_the_pieces_are_its_lines() {
+    let doc = |id: &str, m: &str| Doc { index: "i".into(), id: id.into(), source: serde_json::json!({ "message": m }) };
+    let archive = [doc("a", "Event stats:\n\nGlobal stats: 12\nQueueing: 3")];
+    let mut failures = vec![];
+    let pieces = [doc("l1", "Event stats:"), doc("l2", "Global stats: 12\nQueueing: 3")];
+    check_archive(&pieces, &archive, &mut failures);
+    assert!(failures.is_empty(), "{failures:?}");
+    for bad in [
+        vec![doc("l1", "Event stats:\n")],
+        vec![doc("l1", "Event stats:\n"), doc("l2", "Global stats: 12\nQueueing: 4")],
+        vec![doc("l1", "Event stats:\n"), doc("l2", "Global stats: 12\nQueueing: 3"), doc("l3", "extra")],
+    ] {
+        let mut failures = vec![];
+        check_archive(&bad, &archive, &mut failures);
+        assert_eq!(failures.len(), 1, "{bad:?} passed");
+    }
 }
