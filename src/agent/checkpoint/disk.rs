@@ -167,13 +167,14 @@ fn read_journal(path: &Path) -> Result<(Vec<FileCheckpoint>, u64), CheckpointErr
 }
 
 /// Where each file's last line in a journal is, sorted by file: what a merge keeps
-/// in memory (24 bytes a file) instead of the entries themselves. A line is read
-/// again, by position, when the merge writes it.
+/// in memory (24 bytes a file, deduplicated in place: a merge after a million-file
+/// catch-up holds hundreds of thousands) instead of the entries themselves. A line
+/// is read again, by position, when the merge writes it.
 struct JournalIndex {
     path: PathBuf,
     file: Option<File>,
-    /// `(key, offset, length)`; a length of `u32::MAX` once written.
-    at: Vec<(FileKey, u64, u32)>,
+    /// `(key, offset)`; an offset of `u64::MAX` once written.
+    at: Vec<(FileKey, u64)>,
     line: Vec<u8>,
 }
 
@@ -197,20 +198,20 @@ impl JournalIndex {
             }
             let text = index.line.strip_suffix(b"\n").unwrap_or(&index.line);
             if let Ok(e) = serde_json::from_slice::<Entry>(text) {
-                index.at.push((e.0.key, offset, text.len() as u32));
+                index.at.push((e.0.key, offset));
             }
             offset += n as u64;
         }
-        // Stable: of one file's lines, the last stays last, and is the one kept.
+        // Stable: of one file's lines, the last stays last, and is the one kept
+        // (`dedup_by` drops the later of two equal neighbours: it is copied back first).
         index.at.sort_by_key(|e| e.0);
-        let mut kept: Vec<(FileKey, u64, u32)> = Vec::with_capacity(index.at.len());
-        for e in index.at.drain(..) {
-            match kept.last_mut() {
-                Some(last) if last.0 == e.0 => *last = e,
-                _ => kept.push(e),
+        index.at.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                *kept = *later;
             }
-        }
-        index.at = kept;
+            same
+        });
         index.file = Some(f);
         Ok(index)
     }
@@ -222,18 +223,36 @@ impl JournalIndex {
     }
 
     fn entry(&mut self, i: usize) -> Result<Option<FileCheckpoint>, CheckpointError> {
-        use std::os::unix::fs::FileExt;
-        let (_, offset, len) = self.at[i];
-        if len == u32::MAX {
+        let offset = self.at[i].1;
+        if offset == u64::MAX {
             return Ok(None);
         }
-        self.at[i].2 = u32::MAX;
-        let f = self.file.as_ref().expect("an entry came from the file");
-        self.line.resize(len as usize, 0);
-        f.read_exact_at(&mut self.line, offset).map_err(|e| io(&self.path, e))?;
+        self.at[i].1 = u64::MAX;
+        self.read_line(offset)?;
         let corrupt = |m: String| CheckpointError::Corrupt { path: self.path.display().to_string(), message: m };
         let e: Entry = serde_json::from_slice(&self.line).map_err(|e| corrupt(e.to_string()))?;
         Ok(Some(e.0))
+    }
+
+    /// Reads the line at `offset` (without its newline) into `self.line`.
+    fn read_line(&mut self, offset: u64) -> Result<(), CheckpointError> {
+        use std::os::unix::fs::FileExt;
+        let f = self.file.as_ref().expect("an entry came from the file");
+        self.line.clear();
+        let mut chunk = [0u8; 256];
+        loop {
+            let n = f.read_at(&mut chunk, offset + self.line.len() as u64).map_err(|e| io(&self.path, e))?;
+            let got = &chunk[..n];
+            if let Some(end) = memchr::memchr(b'\n', got) {
+                self.line.extend_from_slice(&got[..end]);
+                return Ok(());
+            }
+            self.line.extend_from_slice(got);
+            if n == 0 {
+                // Indexed lines parsed whole; the last may lack its newline.
+                return Ok(());
+            }
+        }
     }
 
     /// Calls `f` with every entry not taken, in key order.

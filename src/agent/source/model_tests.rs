@@ -410,14 +410,13 @@ impl Model {
         for t in self.rig.source.table.values() {
             let o = t.open.as_ref().map(|o| (o.parser.offset(), o.parser.unemitted_offset(), o.size, o.fingerprint));
             eprintln!(
-                "table {:?} {} {:?} open {o:?} resume {} size {} fp {:?} ident {:?}",
+                "table {:?} {} {:?} open {o:?} resume {} size {} fp {:?}",
                 t.key,
                 self.rig.source.table.rel(t),
                 t.place,
                 t.resume,
                 t.size,
-                t.fingerprint(),
-                t.ident()
+                t.fingerprint()
             );
         }
     }

@@ -8,8 +8,11 @@
 //!
 //! Encoding of one name: its encoded length (LEB128), then
 //! - a byte below 0x80: that ASCII character;
-//! - `0x80 | n` (4 ≤ n ≤ 126): a run of `n` characters of `0-9a-f`, packed high
+//! - `0x80 | n` (4 ≤ n ≤ 125): a run of `n` characters of `0-9a-f`, packed high
 //!   nibble first, `⌈n/2⌉` bytes;
+//! - `0x80..=0x83` and `0xFE`: one of the [`TOKENS`], the words every worker's files
+//!   are named with (`python-core-worker-`, `worker-`, `.out`, `.err`, `.log`): 9 to
+//!   21 bytes less a worker;
 //! - `0xFF b`: the byte `b` (non-ASCII UTF-8).
 //!
 //! A freed name leaves garbage; [`Names::compact`] rewrites the arena once garbage
@@ -26,8 +29,18 @@ impl Name {
 
 /// Runs shorter than this stay literal (a marker byte would save nothing).
 const MIN_RUN: usize = 4;
-const MAX_RUN: usize = 126;
+const MAX_RUN: usize = 125;
 const ESCAPE: u8 = 0xFF;
+
+/// Words stored as one byte (the codes no run uses), longest first: at a place
+/// where several match, the first wins. None starts with a hex digit, so a run
+/// never takes the start of one.
+const TOKENS: [(u8, &[u8]); 5] =
+    [(0x80, b"python-core-worker-"), (0x81, b"worker-"), (0x82, b".out"), (0x83, b".err"), (0xFE, b".log")];
+
+fn token(code: u8) -> Option<&'static [u8]> {
+    TOKENS.iter().find(|(c, _)| *c == code).map(|(_, t)| *t)
+}
 
 #[derive(Default)]
 pub struct Names {
@@ -63,7 +76,9 @@ impl Names {
     /// means it does not, true is to be checked on the name (packed bytes may look
     /// like it).
     pub fn has(&self, n: Name, needle: &[u8]) -> bool {
-        memchr::memmem::find(self.raw(n), needle).is_some()
+        let raw = self.raw(n);
+        memchr::memmem::find(raw, needle).is_some()
+            || TOKENS.iter().any(|(code, t)| memchr::memmem::find(t, needle).is_some() && raw.contains(code))
     }
 
     /// Whether `a` and `b` are the same name.
@@ -120,6 +135,11 @@ fn encode(rel: &str, out: &mut Vec<u8>) {
     let b = rel.as_bytes();
     let mut i = 0;
     while i < b.len() {
+        if let Some((code, t)) = TOKENS.iter().find(|(_, t)| b[i..].starts_with(t)) {
+            out.push(*code);
+            i += t.len();
+            continue;
+        }
         let run = b[i..].iter().take(MAX_RUN).take_while(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')).count();
         if run >= MIN_RUN {
             out.push(0x80 | run as u8);
@@ -146,6 +166,10 @@ fn decode(enc: &[u8]) -> String {
             ESCAPE => {
                 out.push(enc[i + 1]);
                 i += 2;
+            }
+            c if token(c).is_some() => {
+                out.extend_from_slice(token(c).unwrap_or_default());
+                i += 1;
             }
             c if c >= 0x80 => {
                 let n = (c & 0x7F) as usize;
@@ -213,13 +237,20 @@ mod tests {
             "日本語-ファイル.log",
             "ABCDEF0123",
             &"f".repeat(300),
+            "worker-worker-.out.err.log.outx",
+            "python-core-worker-",
+            "xpython-core-worke",
+            ".lo",
+            "0123worker-abcd.err.1",
         ];
         let ids: Vec<Name> = cases.iter().map(|c| names.add(c)).collect();
         for (c, id) in cases.iter().zip(&ids) {
             assert_eq!(names.get(*id), *c);
         }
-        assert_eq!(names.raw(ids[0]).len(), 51, "a worker name packs its ids");
+        assert_eq!(names.raw(ids[0]).len(), 42, "a worker name packs its ids and words");
+        assert_eq!(names.raw(ids[3]).len(), 17, "python-core-worker- is one byte");
         assert!(names.has(ids[3], b"-core-") && !names.has(ids[0], b"-core-"));
+        assert!(names.has(ids[1], b".out") && names.has(ids[3], b"worker"));
         let again = names.add("raylet.out");
         assert!(names.same(ids[1], again));
         assert!(!names.same(ids[1], ids[2]));

@@ -171,10 +171,6 @@ impl Source {
         if replaced && expect != Some(super::files::READ_WHOLE) {
             tracing::info!(path = %tailed.path.display(), "file replaced since it was last read (inode reused); reading it from the start");
         }
-        let t = self.table.get(&key).expect("checked by the caller");
-        if let Some(ident) = t.ident().filter(|_| !replaced) {
-            tailed.set_ident(ident);
-        }
         if tailed.parser.context().last_timestamp.is_none() && tailed.parser.offset() < crate::prescan::TIME_HINT_WINDOW
         {
             tailed.parser.set_time_hint(self.time_hint(&tailed));
@@ -182,9 +178,6 @@ impl Source {
         let t = self.table.get_mut(&key).expect("checked by the caller");
         (t.unverified, t.size) = (false, tailed.size);
         t.set_fingerprint(tailed.fingerprint);
-        if replaced {
-            t.set_ident(None);
-        }
         self.table.set_open(key, Some(Box::new(tailed)));
         Ok(true)
     }
@@ -251,9 +244,10 @@ impl Source {
         t.set_last_time(ctx.last_timestamp.map(|t| t.0));
         t.head = open.head();
         t.size = open.size;
+        // The first line's hash (document ids) is not kept: a million closed files
+        // would hold 8 MiB of it, and reopening reads it again from the descriptor,
+        // whose first bytes the fingerprint check has just matched.
         t.set_fingerprint(open.fingerprint);
-        // Not `.or(t.ident)`: after a truncation the file has a new first line.
-        t.set_ident(open.ident());
         if t.has_work() {
             // Closed holding a record or a partial line: read it again from there.
             self.table.mark(key);

@@ -64,9 +64,6 @@ pub struct Tracked {
     /// Where the file stands in time while closed: the record it stopped at, else
     /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
     pub head: i64,
-    /// Hash of the first line, once known (document ids derive from it); 0: not
-    /// known (see [`Tracked::ident`]).
-    ident: u64,
     /// When data last arrived, or the file was last found changed ([`Tick`]: a
     /// 16-byte `Instant` in each of 100,000 entries would cost 1 MiB more).
     pub active: Tick,
@@ -110,7 +107,6 @@ impl Tracked {
             last_time: i64::MIN,
             unverified: false,
             head: i64::MIN,
-            ident: 0,
             active: Tick::now(),
             listed,
             place: Place::Here,
@@ -144,19 +140,9 @@ impl Tracked {
         self.last_time = t.unwrap_or(i64::MIN);
     }
 
-    /// The hash of the first line, once known.
-    pub fn ident(&self) -> Option<u64> {
-        (self.ident != 0).then_some(self.ident)
-    }
-
-    pub fn set_ident(&mut self, ident: Option<u64>) {
-        // A first line hashing to 0 (one in 2^64) takes the id of one hashing to 1.
-        self.ident = ident.map_or(0, |h| h.max(1));
-    }
-
     /// Reading starts over from the file's start (it was truncated or replaced).
     pub fn restart(&mut self) {
-        (self.resume, self.context, self.last_time, self.head, self.ident) = (0, None, i64::MIN, i64::MIN, 0);
+        (self.resume, self.context, self.last_time, self.head) = (0, None, i64::MIN, i64::MIN);
     }
 
     /// Bytes not yet read (for a closed file: since its resume point).

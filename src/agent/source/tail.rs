@@ -140,11 +140,6 @@ impl Tailed {
         self.file.metadata().is_ok_and(|md| md.nlink() == 0)
     }
 
-    /// Sets the first-line hash known from an earlier opening of the same file.
-    pub fn set_ident(&mut self, ident: u64) {
-        (self.ident, self.ident_final) = (ident, true);
-    }
-
     /// The first-line hash, once the first line was complete.
     pub fn ident(&self) -> Option<u64> {
         self.ident_final.then_some(self.ident)
