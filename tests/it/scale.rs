@@ -147,16 +147,44 @@ fn follows_new_files(env: &Env, next: u64) -> u64 {
     next + 2
 }
 
+/// A real actor worker's stdout and core-worker log (from a Ray run), among the
+/// backlog: the start-up discovery tracks it in chunks, a worker's files together,
+/// so its prints still get the actor its core-worker log names.
+const ACTOR_SEQ: u64 = 10_000_000;
+
+fn actor_worker(env: &Env) {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/ray-2.60-jobs-serve/session_2026-11-30_09-31-29_637100_6988/logs");
+    let wid = "432349002613ccb2a609f32e497aa7d9eb9fbe5c2d552f6bf7e6fbdf";
+    let out = format!("worker-{wid}-ffffffff-7659.out");
+    let core = format!("python-core-worker-{wid}_7659.log");
+    for f in [&out, &core] {
+        std::fs::copy(real.join(f), env.logs().join(f)).unwrap();
+    }
+    append(&env.logs().join(&out), ACTOR_SEQ, ACTOR_SEQ + 1);
+}
+
+fn assert_actor_known(env: &Env) {
+    let tok = format!("seq={ACTOR_SEQ}");
+    let records = env.records();
+    let r = records.iter().find(|r| r["message"].as_str().is_some_and(|m| m.contains(&tok)));
+    let actor = r.map(|r| r["actor_id"].clone()).unwrap_or_default();
+    assert_eq!(actor, "4f5a785cd66775710826e94c03000000", "the actor's print, tracked from the backlog");
+}
+
 #[test]
 fn twenty_thousand_files_keep_every_promise() {
     let env = Env::new("scale");
     let paths = finished_workers(&env);
+    actor_worker(&env);
     let raylet = env.logs().join("raylet.out");
     std::fs::write(&raylet, "").unwrap();
     let total = FILES * LINES;
     let err = env.root.join("agent.err");
     stops_during_discovery(&env, &err);
     let agent = catches_up_serving_a_live_file(&env, &err, &paths, total);
+    env.wait_for("the actor's print", |r| r.contains_key(&ACTOR_SEQ));
+    assert_actor_known(&env);
     let next = follows_new_files(&env, total + 1);
     // Quiet: no disk writes over 3 s once the last saves are done.
     wait_quiet(agent.id(), Duration::from_secs(3), Duration::from_secs(30));

@@ -91,7 +91,7 @@ address = ""
         m
     }
 
-    fn records(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn records(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.out())
             .unwrap_or_default()
             .lines()

@@ -37,9 +37,9 @@ pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 
 /// A file listed or named by an event, not tracked yet. Its name is in the table's
 /// arena already and becomes the tracked file's: a first scan of a million files
 /// keeps each name once, packed, and no list of strings.
-struct Found {
+pub(super) struct Found {
     dir: u32,
-    name: Name,
+    pub name: Name,
     /// The inode the listing gave (0 from an event): files are stat'ed in inode
     /// order, which keeps the kernel's inode reads and the checkpoint lookups near
     /// one another (a restart over a million files).
@@ -94,7 +94,7 @@ impl Source {
         }
         // Stat'ed in inode order (see `Found::ino`), the lowest first.
         self.unstated.sort_unstable_by_key(|k| std::cmp::Reverse(k.ino));
-        let found = self.track(new);
+        let found = self.track_found(new);
         let listing = self.listing;
         let unlisted: Vec<FileKey> =
             self.table.values().filter(|t| t.listed != listing && whole[t.dir() as usize]).map(|t| t.key).collect();
@@ -112,7 +112,7 @@ impl Source {
             }
         }
         self.expire_departed();
-        self.table.maintain();
+        self.maintain();
         if found > 1000 {
             // Tens of thousands of names were allocated and freed: give the memory back.
             crate::agent::trim_heap();
@@ -265,7 +265,8 @@ impl Source {
     /// Starts tracking new files. Those with something to read are prescanned (with
     /// the core-worker logs of their workers) before any is parsed, so a worker's
     /// prints get their actor whatever order files are read in. Returns how many.
-    fn track(&mut self, mut found: Vec<Found>) -> usize {
+    /// `first`: found by the first listing (see [`Source::tracked`]).
+    pub(super) fn track(&mut self, mut found: Vec<Found>, first: bool) -> usize {
         found.sort_by_key(|f| f.ino);
         self.table.reserve(found.len());
         let mut added = Vec::with_capacity(found.len());
@@ -286,7 +287,7 @@ impl Source {
                 self.follow_move(key, f.dir, &rel, &path);
                 continue;
             }
-            let t = self.tracked(key, f, &md);
+            let t = self.tracked(key, f, &md, first);
             let has_work = t.has_work();
             self.table.insert(t);
             if has_work {
@@ -300,7 +301,7 @@ impl Source {
                 break;
             }
             let prescan = self.table.is_ready(key) || busy.contains(key);
-            if !prescan && self.first_scan {
+            if !prescan && first {
                 // Nothing to learn from it now (a restart over a million files
                 // read before skips them all).
                 continue;
@@ -312,7 +313,7 @@ impl Source {
             if prescan {
                 self.prescan(dir, &path, &meta);
             }
-            if !self.first_scan && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
+            if !first && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
                 // A node is starting here (a head node's GCS comes before its raylet):
                 // its node id will be announced soon.
                 let until = Instant::now() + self.cfg.source.actor_hold;
@@ -345,7 +346,7 @@ impl Source {
     }
 
     /// A new file's entry: where reading resumes, from its checkpoint if it has one.
-    fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata) -> Tracked {
+    fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata, first: bool) -> Tracked {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
         if let Some(cp) = self.resume.remove(&key) {
             resume_from(&mut t, cp);
@@ -353,7 +354,7 @@ impl Source {
         }
         if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
             // Ray's events: raylog answered 2xx for them; they are read whole.
-        } else if self.cfg.source.start_at == StartAt::End && self.first_scan && self.first_start {
+        } else if self.cfg.source.start_at == StartAt::End && first && self.first_start {
             t.resume = md.len();
         } else if let Some(max) = self.cfg.source.ignore_older {
             // Old and never read: skipped until it changes, then read whole.
@@ -494,7 +495,7 @@ impl Source {
         for key in stale {
             self.check_gone(key);
         }
-        self.track(new)
+        self.track(new, self.first_scan)
     }
 
     /// Where `path` is in the dirs followed, if it is a file to ship. A path outside

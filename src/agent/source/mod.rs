@@ -36,6 +36,7 @@
 //!   session's first records for their node id, and the rest enters the batch,
 //!   which this module cuts and sends with the checkpoints it advances.
 
+mod backlog;
 mod files;
 mod gone;
 #[cfg(test)]
@@ -152,6 +153,8 @@ pub struct Source {
     unstated: Vec<FileKey>,
     /// Until the watches are set up (see `Source::await_watch`).
     watch_setup: Option<Arc<Wake>>,
+    /// Files listed, not tracked yet (see [`backlog`]).
+    backlog: backlog::Backlog,
     /// Tests: a dir whose listing fails, as when out of descriptors.
     #[cfg(test)]
     pub(super) list_fault: Option<PathBuf>,
@@ -206,6 +209,7 @@ impl Source {
             absent_marked: false,
             unstated: Vec::new(),
             watch_setup: None,
+            backlog: backlog::Backlog::default(),
             #[cfg(test)]
             list_fault: None,
         }
@@ -230,7 +234,11 @@ impl Source {
             self.close_inactive();
             self.release_held(false);
             self.update_gauges();
-            let idle = !progress && found == 0 && self.table.ready_len() == 0 && self.unstated.is_empty();
+            let idle = !progress
+                && found == 0
+                && self.table.ready_len() == 0
+                && self.unstated.is_empty()
+                && self.backlog.is_empty();
             if self.once && idle && !self.first_scan {
                 self.finish_all();
                 self.cut(true);
@@ -243,8 +251,9 @@ impl Source {
             } else if self.busy_rounds > 0 && self.table.ready_len() == 0 {
                 self.settle();
             }
-            // Files a restart has not stat'ed yet: the next round stats more at once.
-            if !progress && self.unstated.is_empty() {
+            // Files a restart has not stat'ed yet, or a listing has not tracked yet:
+            // the next round takes more at once.
+            if !progress && self.unstated.is_empty() && self.backlog.is_empty() {
                 let wait = self.cfg.batch.max_wait.min(Duration::from_secs(1)) / 2;
                 changes = Some(wake.wait(wait.max(Duration::from_millis(10))));
             }
@@ -256,15 +265,27 @@ impl Source {
     fn look(&mut self, changes: Changes) -> usize {
         let now = Instant::now();
         let mut found = 0;
-        if changes.everything || now >= self.next_rescan {
-            // Set first: a listing that finds a file missing asks for the next one soon.
-            let every = if self.watched && !self.once {
-                rescan_period(self.table.len())
-            } else {
-                self.cfg.source.poll_interval
-            };
+        let due = changes.everything || now >= self.next_rescan;
+        // Set first: a listing that finds a file missing asks for the next one soon.
+        let every = if self.watched && !self.once {
+            rescan_period(self.table.len() + self.backlog.len())
+        } else {
+            self.cfg.source.poll_interval
+        };
+        if due && self.backlog.is_empty() {
             self.next_rescan = now + every;
+            self.backlog.relist = false;
             found += self.rescan();
+        } else {
+            // The last listing's files first (a new listing would find them again);
+            // after lost events (`everything`) the next listing comes right after.
+            self.backlog.relist |= changes.everything;
+            if self.backlog.relist {
+                self.next_rescan = now;
+            } else if due {
+                self.next_rescan = now + every;
+            }
+            found += self.track_backlog();
         }
         if changes.everything {
             // Events were lost: every file may have changed.
@@ -285,7 +306,7 @@ impl Source {
     fn settle(&mut self) {
         let big = self.busy_rounds > 100;
         self.busy_rounds = 0;
-        self.table.maintain();
+        self.maintain();
         if big {
             self.recycler.clear();
             if self.enrich.batch.is_empty() {
@@ -293,6 +314,14 @@ impl Source {
                     Batch::new(self.seq, self.enrich.batch.node.clone()).needing(self.cfg.batch_needs());
             }
             crate::agent::trim_heap();
+        }
+    }
+
+    /// Gives memory back (see `Table::maintain`), but not while the backlog holds
+    /// names of files not tracked yet: a rewrite of the name arena would lose them.
+    fn maintain(&mut self) {
+        if self.backlog.is_empty() {
+            self.table.maintain();
         }
     }
 

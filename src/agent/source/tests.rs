@@ -349,6 +349,11 @@ fn discovery_stops_when_the_agent_is_stopping() {
     assert_eq!(rig.source.rescan(), 0);
     assert_eq!(rig.source.table.len(), 0, "a cut-short listing tracks nothing");
     rig.source.shutdown.store(false, Relaxed);
-    assert_eq!(rig.source.rescan(), 3 * super::files::STOP_CHECK);
+    let mut tracked = rig.source.rescan();
+    assert_eq!(tracked, super::backlog::TRACK_CHUNK, "a listing of many files tracks a chunk at once");
+    while !rig.source.backlog.is_empty() {
+        tracked += rig.source.track_backlog();
+    }
+    assert_eq!(tracked, 3 * super::files::STOP_CHECK);
     assert_eq!(rig.source.table.len(), 3 * super::files::STOP_CHECK);
 }
