@@ -2,7 +2,8 @@
 //! test` runs in well under a minute): `raylog ship` under a low open-files limit
 //! stops on SIGTERM in the middle of its start-up discovery, then delivers every line
 //! exactly once while a live file keeps being served during the catch-up and
-//! thousands of files are deleted under it (each drained or reported lost), picks up a
+//! thousands of files are deleted under it (each drained or reported lost), keeps an
+//! actor's prints tagged with their actor through the chunked discovery, picks up a
 //! new worker file and a new session, goes quiet (no disk writes), keeps its
 //! checkpoints under 100 bytes a file, and resumes after a restart without sending
 //! anything again.

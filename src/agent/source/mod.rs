@@ -14,6 +14,8 @@
 //!   inode, without a stat per known file), the paths [`wake`] names, and a stat
 //!   poll that sweeps the table a slice at a time (all of it per 5 minutes) in case
 //!   an event was missed. A new file gets its resume point and a prescan.
+//! - [`backlog`] holds what a listing of many new files found, tracked a chunk per
+//!   round, so a first listing of a million files does not stop reading for a minute.
 //! - [`table`] tracks every file, few bytes each, and a descriptor for at most
 //!   `source.max_open_files`. Files idle for `source.close_inactive` are closed, and
 //!   the least recently active sooner when the cap is reached; a closed file is
