@@ -1,6 +1,6 @@
 """`ship_bench.py manyfiles` and `ship_bench.py soak`: a node that ran for weeks.
 
-  manyfiles --files 100000 [--nofile 1024] [--lines 5] [--sessions 1]
+  manyfiles --files 100000 [--nofile 1024] [--lines 5] [--sessions 1] [--delete N]
       A session (or --sessions of them) of finished worker files, --lines lines each,
       every line a unique `seq=<n>` token, shipped by `raylog ship` (the agent, not
       --once) running under an open-files limit of --nofile into capture_sink.py.
@@ -8,6 +8,10 @@
       bytes written to disk (/proc/PID/io write_bytes) over 30 quiet seconds, the
       latency of lines appended to random old files, and, after a SIGTERM, the
       restart time (start until an appended line arrives) and what was sent again.
+      While the catch-up runs, a line is appended to raylet.out every 10 s and one new
+      worker file is written: their latencies show whether live files wait for the
+      backlog. --delete N deletes N read files at once after the appends and reports
+      when the agent has forgotten them (forget_after 1m) and its RSS then.
       checkdelivery.py counts loss and duplicates at the end.
 
   soak --minutes 60 [--rate 2000] [--nofile 1024]
@@ -49,13 +53,40 @@ def limit_nofile(n):
     return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
 
-def config(tmp, paths, port, extra=""):
+def config(tmp, paths, port, extra="", api=""):
     cfg = os.path.join(tmp, "raylog.toml")
     with open(cfg, "w") as f:
-        f.write('[source]\npaths = %s\nstate_dir = "%s"\n%s\n[api]\naddress = ""\n'
+        f.write('[source]\npaths = %s\nstate_dir = "%s"\n%s\n[api]\naddress = "%s"\n'
                 '[[sinks]]\ntype = "loki"\nendpoint = "http://127.0.0.1:%d"\nmax_bytes_per_second = 0\n'
-                'max_stream_bytes_per_second = 0\nreject_old_after = "3650d"\n' % (json.dumps(paths), os.path.join(tmp, "state"), extra, port))
+                'max_stream_bytes_per_second = 0\nreject_old_after = "3650d"\n' % (json.dumps(paths), os.path.join(tmp, "state"), extra, api, port))
     return cfg
+
+
+def files_watched(api):
+    """The agent's `raylog_files_watched` gauge."""
+    import urllib.request
+    for line in urllib.request.urlopen("http://%s/metrics" % api, timeout=5).read().decode().splitlines():
+        if line.startswith("raylog_files_watched "):
+            return int(float(line.split()[1]))
+    return -1
+
+
+def delete_at_scale(a, proc, api, logs):
+    """Deletes --delete of the (already read) worker files at once; reports how long
+    until the agent forgot them (`forget_after` is 1m here) and its RSS after. Returns
+    the files left."""
+    before, rss0 = files_watched(api), proc.rss()
+    gone, logs = logs[:a.delete], logs[a.delete:]
+    t0 = time.monotonic()
+    for path in gone:
+        os.unlink(path)
+    print("deleted %d files in %.1f s; tracked %d, RSS %.1f MiB" % (len(gone), time.monotonic() - t0, before, rss0))
+    while time.monotonic() - t0 < 300 and files_watched(api) > before - len(gone):
+        time.sleep(1)
+    time.sleep(5)
+    print("deletion: tracked %d after %.0f s (%d dropped), RSS %.1f MiB (before %.1f), CPU so far %.1f s"
+          % (files_watched(api), time.monotonic() - t0, before - files_watched(api), proc.rss(), rss0, proc.cpu()))
+    return logs
 
 
 class Proc:
@@ -130,6 +161,56 @@ def append_latency(out, path, seq):
     return float("inf")
 
 
+class LiveProbes:
+    """While a catch-up runs: every `every` seconds a line appended to raylet.out (a
+    live file beside the backlog), and once a new worker file; each line's latency
+    until the receiver has it (the issue's "live files are not starved")."""
+
+    def __init__(self, out, root, seq, every=10.0):
+        self.out, self.pos, self.seq, self.every = out, 0, seq, every
+        self.logs = next(os.path.join(d, "") for d, _, fs in os.walk(root) if "raylet.out" in fs)
+        self.next = time.monotonic() + every
+        self.pending, self.lat, self.first = {}, {"raylet.out": [], "new worker file": []}, None
+        self.worker_done = False
+
+    def _write(self, path, what):
+        token = 'seq=%d"' % self.seq
+        with open(path, "a") as f:
+            f.write("[%s,000 I 1 1] (raylet) main.cc:1: live probe seq=%d\n"
+                    % (time.strftime("%Y-%m-%d %H:%M:%S"), self.seq) if what == "raylet.out"
+                    else "live worker print seq=%d\n" % self.seq)
+        self.pending[token] = (what, time.monotonic())
+        self.seq += 1
+
+    def tick(self, entries):
+        now = time.monotonic()
+        if self.first is None and entries > 0:
+            self.first = now
+        if now >= self.next:
+            self.next = now + self.every
+            self._write(self.logs + "raylet.out", "raylet.out")
+            if not self.worker_done:
+                self.worker_done = True
+                self._write(self.logs + worker_name(9_999_999, 99) + ".out", "new worker file")
+        if self.pending:
+            with open(self.out, "rb") as f:
+                f.seek(self.pos)
+                data = f.read(256 << 20)
+            cut = data.rfind(b"\n") + 1
+            self.pos += cut
+            for token in [t for t in self.pending if t.encode() in data[:cut]]:
+                what, t0 = self.pending.pop(token)
+                self.lat[what].append(now - t0)
+
+    def report(self, t0):
+        print("first record after %s" % ("%.1f s" % (self.first - t0) if self.first else "never"))
+        for what, lat in self.lat.items():
+            lost = sum(1 for w, _ in self.pending.values() if w == what)
+            if lat or lost:
+                print("during the catch-up, a line appended to %s: max %.2f s, median %.2f s over %d (%d not arrived)"
+                      % (what, max(lat or [0]), sorted(lat or [0])[len(lat) // 2], len(lat), lost))
+
+
 def stop(p, sink):
     """SIGTERM to raylog (SIGKILL if it does not exit within a minute), then the sink."""
     p.send_signal(signal.SIGTERM)
@@ -160,16 +241,31 @@ def manyfiles(a):
     print("generated %d files (%d sessions), %d lines in %.1fs under %s" % (a.files, a.sessions, seq, time.monotonic() - t0, tmp))
     port = free_port()
     sink = start_sink(port, "--out", out)
-    cfg = config(tmp, [root], port)
+    api = "127.0.0.1:%d" % free_port()
+    cfg = config(tmp, [root], port, 'forget_after = "1m"' if a.delete else "", api)
     err = open(os.path.join(tmp, "raylog.err"), "w")
     p = start(cfg, a.nofile, err)
     proc, peak_fds = Proc(p.pid), [0]
 
+    probes = LiveProbes(out, root, seq)
+    started = time.monotonic()
+
     def tick():
         peak_fds[0] = max(peak_fds[0], proc.fds())
+        probes.tick(stats(port)["entries"])
 
     try:
-        took = wait_entries(port, seq, a.timeout, tick)
+        took = None
+        while time.monotonic() - started < a.timeout:
+            tick()
+            if stats(port)["entries"] >= probes.seq:
+                took = time.monotonic() - started
+                break
+            time.sleep(0.2)
+        probes.tick(stats(port)["entries"])
+        probes.report(started)
+        # The probes' lines are counted too (they must arrive once, like the rest).
+        seq = probes.seq
         print("catch-up: %s, peak fds %d (limit %d), RSS %.1f MiB (peak %.1f)"
               % ("%.1f s" % took if took else "NOT DONE in %ds (%d of %d)" % (a.timeout, stats(port)["entries"], seq),
                  peak_fds[0], a.nofile, proc.rss(), proc.hwm()))
@@ -191,6 +287,8 @@ def manyfiles(a):
             time.sleep(0.5)
         lat.sort()
         print("append to a random old file: median %.2f s, max %.2f s over %d" % (lat[len(lat) // 2], lat[-1], len(lat)))
+        if a.delete:
+            logs = delete_at_scale(a, proc, api, logs)
         before = stats(port)["entries"]
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=60)
@@ -301,6 +399,8 @@ def add_parsers(sp):
     m.add_argument("--nofile", type=int, default=1024)
     m.add_argument("--appends", type=int, default=10)
     m.add_argument("--timeout", type=int, default=900)
+    m.add_argument("--delete", type=int, default=0, help="after the catch-up, delete this many read files at once "
+                   "(forget_after 1m) and report when they are forgotten and the RSS after")
     m.add_argument("--keep", action="store_true", help="keep the temp dir")
     s = sp.add_parser("soak")
     s.add_argument("--minutes", type=float, default=60)

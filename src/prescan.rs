@@ -5,7 +5,7 @@
 //! then tags every record, whatever the order files are read in.
 
 use raylog_parsers::correlate::node_id_from_raylet;
-use raylog_parsers::{Correlator, FileMeta, Id, Timestamp};
+use raylog_parsers::{Correlator, FileMeta, Id, Timestamp, Zone};
 
 /// What pass one learns about a file besides correlation.
 #[derive(Clone, Copy, Debug, Default)]
@@ -31,12 +31,16 @@ pub fn prescan_bytes(meta: &FileMeta, chunk: &[u8], corr: &mut Correlator, found
     if meta.component == "worker" && found.time_hint.is_none() && found.seen < TIME_HINT_WINDOW {
         let window = &chunk[..chunk.len().min((TIME_HINT_WINDOW - found.seen) as usize)];
         // Only whole lines: one cut by the window's end is not looked at.
-        let whole = memchr::memrchr(b'\n', window).map_or(&window[..0], |nl| &window[..nl]);
-        found.time_hint = whole
-            .split(|&b| b == b'\n')
-            .find_map(|line| raylog_parsers::formats::line_time(meta.kind, line, corr.zone()));
+        found.time_hint = first_line_time(meta, window, corr.zone());
     }
     found.seen += chunk.len() as u64;
+}
+
+/// The time of the first whole line of `chunk` that has one (a line cut by the
+/// chunk's end is not looked at).
+pub fn first_line_time(meta: &FileMeta, chunk: &[u8], zone: &Zone) -> Option<Timestamp> {
+    let whole = memchr::memrchr(b'\n', chunk).map_or(&chunk[..0], |nl| &chunk[..nl]);
+    whole.split(|&b| b == b'\n').find_map(|line| raylog_parsers::formats::line_time(meta.kind, line, zone))
 }
 
 /// Whether pass one needs this file.

@@ -35,6 +35,6 @@ pub mod time;
 pub use classify::{classify, FileKind, FileMeta};
 pub use correlate::Correlator;
 pub use id::Id;
-pub use parser::{FileParser, FileStats, Options};
+pub use parser::{untimed_first, FileParser, FileStats, Options};
 pub use record::{Level, Record};
 pub use time::{Timestamp, Zone};

@@ -110,9 +110,10 @@ fn catches_up_serving_a_live_file(env: &Env, err: &Path, paths: &[PathBuf], tota
         }
         assert!(
             Instant::now() < deadline,
-            "catch-up: {} lines, {} deleted files not drained, after 120 s",
+            "catch-up: {} lines, {} deleted files not drained, after 120 s; the agent's log ends:\n{}",
             r.len(),
-            lost.len()
+            lost.len(),
+            &log[log.len().saturating_sub(3000)..]
         );
         std::thread::sleep(Duration::from_millis(200));
     };

@@ -535,6 +535,18 @@ impl FileParser {
     }
 }
 
+/// The time a file's first record gets when it has none of its own (a print before
+/// any timed line), as [`FileParser`] dates it: for a reader that orders files by
+/// their next record's time before opening them.
+pub fn untimed_first(
+    meta: &FileMeta,
+    mtime: Option<Timestamp>,
+    hint: Option<Timestamp>,
+    corr: &Correlator,
+) -> Option<Timestamp> {
+    estimate(meta, mtime, hint, corr).0
+}
+
 /// The time of a record before any record of its file had one: the file's first
 /// timed line (the record was written before it), but no later than the newest time
 /// of the worker's core-worker log (a worker's output cannot come after its last log

@@ -193,6 +193,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether no sink puts the records of two components in one stream: then the
+    /// source orders its reading by time within each component only (see
+    /// `source::read`), and a catch-up of a million worker files does not hold
+    /// raylet's live lines back. Loki's streams are split by component when its
+    /// labels use `{component}`; an OTLP backend's (Loki's `/otlp`) by resource,
+    /// which a component is not part of. Elasticsearch, stdout and files keep no
+    /// order at all.
+    pub fn streams_split_by_component(&self) -> bool {
+        self.sinks.iter().all(|s| match s {
+            SinkConfig::Loki(l) => l.labels.values().any(|v| v.contains("{component}")),
+            SinkConfig::Otlp(_) => false,
+            _ => true,
+        })
+    }
+
     /// What the configured sinks read from each batch (see [`Needs`]).
     pub fn batch_needs(&self) -> crate::agent::batch::Needs {
         let mut needs = crate::agent::batch::Needs::NONE;

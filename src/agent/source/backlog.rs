@@ -68,7 +68,7 @@ impl Source {
     pub(super) fn track_found(&mut self, found: Vec<Found>) -> usize {
         let first = self.first_scan;
         if found.len() <= TRACK_CHUNK && self.backlog.is_empty() {
-            return self.track(found, first);
+            return self.track(found, first).len();
         }
         // Room for all of them at once, not by doubling through each chunk.
         self.table.reserve(found.len());
@@ -101,7 +101,7 @@ impl Source {
             files.shrink_to_fit();
         }
         let first = self.backlog.first;
-        self.track(chunk, first)
+        self.track(chunk, first).len()
     }
 }
 

@@ -13,7 +13,7 @@ use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use raylog_parsers::{classify, Id};
+use raylog_parsers::{classify, Id, Timestamp};
 
 use super::names::Name;
 use super::table::{Place, Tick, Tracked};
@@ -94,6 +94,7 @@ impl Source {
         }
         // Stat'ed in inode order (see `Found::ino`), the lowest first.
         self.unstated.sort_unstable_by_key(|k| std::cmp::Reverse(k.ino));
+        self.report_vanished(&new, &whole);
         let found = self.track_found(new);
         let listing = self.listing;
         let unlisted: Vec<FileKey> =
@@ -118,6 +119,26 @@ impl Source {
             crate::agent::trim_heap();
         }
         found
+    }
+
+    /// Reports as lost the files an earlier listing found that were gone before they
+    /// could be stat'ed (a backlog of a million files is tracked a chunk at a time,
+    /// and Ray may delete thousands meanwhile) and that this complete listing of
+    /// their dir does not find under another name: deleted before a byte was read.
+    fn report_vanished(&mut self, new: &[Found], whole: &[bool]) {
+        if self.vanished.is_empty() {
+            return;
+        }
+        let found: HashSet<u64> = new.iter().map(|f| f.ino).collect();
+        let (mut keep, listing) = (vec![], self.listing);
+        for (key, dir, path) in std::mem::take(&mut self.vanished) {
+            if !whole.get(dir as usize).copied().unwrap_or(false) {
+                keep.push((key, dir, path));
+            } else if !found.contains(&key.ino) && self.table.get(&key).is_none_or(|t| t.listed != listing) {
+                self.lost_unread(&path);
+            }
+        }
+        self.vanished = keep;
     }
 
     /// Waits, before the first stat, for the watches being set up while the first
@@ -266,7 +287,7 @@ impl Source {
     /// the core-worker logs of their workers) before any is parsed, so a worker's
     /// prints get their actor whatever order files are read in. Returns how many.
     /// `first`: found by the first listing (see [`Source::tracked`]).
-    pub(super) fn track(&mut self, mut found: Vec<Found>, first: bool) -> usize {
+    pub(super) fn track(&mut self, mut found: Vec<Found>, first: bool) -> Vec<FileKey> {
         found.sort_by_key(|f| f.ino);
         self.table.reserve(found.len());
         let mut added = Vec::with_capacity(found.len());
@@ -276,6 +297,12 @@ impl Source {
             }
             let path = self.path_of(&f);
             let Ok(md) = std::fs::metadata(&path) else {
+                if f.ino != 0 {
+                    // Listed, then gone before its stat: deleted unread, or renamed
+                    // (the next listing tells, see `Source::report_vanished`).
+                    self.vanished.push((FileKey { dev: self.dirs[f.dir as usize].dev, ino: f.ino }, f.dir, path));
+                    self.next_rescan = Instant::now();
+                }
                 self.table.names.free(f.name);
                 continue;
             };
@@ -311,7 +338,10 @@ impl Source {
             let path = self.dirs[dir as usize].root.join(&rel);
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
             if prescan {
-                self.prescan(dir, &path, &meta);
+                let first = self.prescan(dir, &path, &meta);
+                if let Some(t) = self.table.get_mut(key).filter(|t| t.resume == 0 && t.head == i64::MIN) {
+                    t.head = first.unwrap_or(i64::MIN);
+                }
             }
             if !first && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
                 // A node is starting here (a head node's GCS comes before its raylet):
@@ -320,7 +350,7 @@ impl Source {
                 self.dirs[dir as usize].node_wait.get_or_insert(until);
             }
         }
-        added.len()
+        added
     }
 
     /// Of the files just `added`, the core-worker logs of workers with a file to
@@ -441,20 +471,35 @@ impl Source {
     /// is parsed: the bytes before a resume offset will not be parsed again, and a
     /// worker's stdout may be read before the core-worker log that names its actor.
     /// Same pass as `raylog parse` makes, so the agent and the CLI tag the same records.
-    fn prescan(&mut self, dir: u32, path: &Path, meta: &raylog_parsers::FileMeta) {
+    ///
+    /// Returns the time its first record will have, when that can be told: files
+    /// are read in time order (see [`super::read`]), and a file whose place in time
+    /// is unknown would hold every other back until it is opened.
+    fn prescan(&mut self, dir: u32, path: &Path, meta: &raylog_parsers::FileMeta) -> Option<i64> {
         if !crate::prescan::wanted_by_prescan(meta) {
-            return;
+            return None;
         }
         use std::io::Read;
-        let Ok(f) = std::fs::File::open(path) else { return };
+        let f = std::fs::File::open(path).ok()?;
+        let mtime = f.metadata().ok().and_then(|md| md.modified().ok());
         let mut found = crate::prescan::Prescanned::default();
+        let mut first = None;
         let limit = crate::prescan::prescan_limit(meta);
         let _ = crate::lines::for_each_line_chunk(f.take(limit), |c| {
+            if first.is_none() && meta.component != "worker" {
+                first = crate::prescan::first_line_time(meta, c, self.corr.zone());
+            }
             crate::prescan::prescan_bytes(meta, c, &mut self.corr, &mut found)
         });
         if let (Some(n), d) = (found.node, &mut self.dirs[dir as usize]) {
             d.node.get_or_insert(n);
         }
+        if meta.component == "worker" {
+            let mtime = mtime.and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
+            let mtime = mtime.and_then(|d| i64::try_from(d.as_nanos()).ok()).map(Timestamp);
+            first = raylog_parsers::untimed_first(meta, mtime, found.time_hint, &self.corr);
+        }
+        first.map(|t| t.0)
     }
 
     /// Takes in paths inotify reported. Returns how many files are new.
@@ -475,6 +520,7 @@ impl Source {
                         changed(t, md.len());
                         let stray = t.place != Place::Here;
                         self.table.mark(key);
+                        self.hot.push(key);
                         if known != Some(key) || stray {
                             self.relocate(key, &path);
                         } else if !grew {
@@ -495,7 +541,9 @@ impl Source {
         for key in stale {
             self.check_gone(key);
         }
-        self.track(new, self.first_scan)
+        let added = self.track(new, self.first_scan);
+        self.hot.extend_from_slice(&added);
+        added.len()
     }
 
     /// Where `path` is in the dirs followed, if it is a file to ship. A path outside

@@ -117,6 +117,16 @@ impl Source {
         );
     }
 
+    /// A file a listing found was deleted before it could be stat'ed: its size is
+    /// not known, only that none of it was read.
+    pub(super) fn lost_unread(&self, path: &std::path::Path) {
+        self.metrics.files_lost.fetch_add(1, Relaxed);
+        tracing::warn!(
+            path = %path.display(),
+            "file deleted before it could be read (found by a listing of many new files, tracked a chunk at a time); its bytes are not shipped and their number is not known"
+        );
+    }
+
     /// Drops the positions of files gone for longer than `source.forget_after`, as
     /// the checkpoint store does.
     pub(super) fn expire_departed(&mut self) {

@@ -32,7 +32,13 @@
 //!   to its end before the next (a catch-up, a backfill) would send hours-old entries
 //!   after newer ones. So a round reads the files whose next record is oldest, up to
 //!   [`MERGE_SLACK`] past the oldest: a file stops in front of a later record (the
-//!   parser's time limit) until the others get there.
+//!   parser's time limit) until the others get there. A file not opened yet is
+//!   placed by its prescan (its first timed line, or the time its prints will get),
+//!   so a catch-up does not wait for every file to be opened once. When no sink puts
+//!   two components in one stream, workers' output, core-worker logs and the rest
+//!   are ordered each on their own, and the files inotify names are read in the
+//!   next round whatever the backlog: raylet's live lines are not held behind a
+//!   million old worker files.
 //! - Every parsed record goes to the enrich stage ([`Enrich`], owned here), in one
 //!   place (`Source::parse_open`): actor output waits for its actor id, a new
 //!   session's first records for their node id, and the rest enters the batch,
@@ -74,10 +80,12 @@ pub use wake::{Changes, Wake};
 const READ_BUDGET: u64 = 256 << 10;
 /// Held records released into the batch between checks for a full batch.
 const RELEASE_BUDGET: usize = 1000;
-/// How far into a raylet log its node id is looked for.
-/// How far past the oldest pending record the files read in one round may go: the
-/// most a stream's entries go back in time between pushes, far inside Loki's hour.
-pub const MERGE_SLACK: Duration = Duration::from_secs(120);
+/// How far past the oldest pending record (of its merge group) a file read in one
+/// round may go: the most a stream's entries go back in time between pushes, well
+/// inside Loki's hour. As far as that allows, so that a live file (a worker started
+/// during a catch-up of a million old ones) is not held back for the catch-up's
+/// length while the backlog is minutes old.
+pub const MERGE_SLACK: Duration = Duration::from_secs(600);
 /// While inotify watches: how long the stat poll takes to sweep every file, and how
 /// often the dirs are listed again. Both only catch what inotify missed (it reports
 /// an overflow, which makes the agent look at everything at once), so they run
@@ -157,6 +165,15 @@ pub struct Source {
     watch_setup: Option<Arc<Wake>>,
     /// Files listed, not tracked yet (see [`backlog`]).
     backlog: backlog::Backlog,
+    /// Whether files are read in time order within each merge group rather than
+    /// all together (see `Config::streams_split_by_component`).
+    split_merge: bool,
+    /// Files inotify named since the last round: read in it whatever the backlog
+    /// (see `Source::read_round`). Bounded by what one wake batch names.
+    hot: Vec<FileKey>,
+    /// Files a listing found that were gone before their stat, with their dir and
+    /// path: reported lost by the next complete listing unless it finds them renamed.
+    vanished: Vec<(FileKey, u32, PathBuf)>,
     /// Tests: a dir whose listing fails, as when out of descriptors.
     #[cfg(test)]
     pub(super) list_fault: Option<PathBuf>,
@@ -183,6 +200,7 @@ impl Source {
         Source {
             enrich: Enrich::new(Batch::new(0, node).needing(cfg.batch_needs()), ray, cfg.source.actor_hold),
             corr: Correlator::with_zone(cfg.source.parse.zone.clone()),
+            split_merge: cfg.streams_split_by_component(),
             cfg,
             out,
             recycler,
@@ -212,6 +230,8 @@ impl Source {
             unstated: Vec::new(),
             watch_setup: None,
             backlog: backlog::Backlog::default(),
+            hot: Vec::new(),
+            vanished: Vec::new(),
             #[cfg(test)]
             list_fault: None,
         }

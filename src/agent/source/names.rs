@@ -81,6 +81,11 @@ impl Names {
             || TOKENS.iter().any(|(code, t)| memchr::memmem::find(t, needle).is_some() && raw.contains(code))
     }
 
+    /// The token name `n` starts with, if any (`worker-` for a worker's output).
+    pub fn leading_token(&self, n: Name) -> Option<&'static [u8]> {
+        token(*self.raw(n).first()?)
+    }
+
     /// Whether `a` and `b` are the same name.
     pub fn same(&self, a: Name, b: Name) -> bool {
         a == b || self.raw(a) == self.raw(b)

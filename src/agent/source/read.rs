@@ -45,39 +45,51 @@ impl Source {
     /// [`MERGE_SLACK`] past the oldest (see the module docs). True when it made
     /// progress: bytes read, a file learned when its next record is, or finished.
     pub(super) fn read_round(&mut self) -> bool {
-        // The oldest ROUND_FILES closed files only: a catch-up of a million files
-        // does not sort (and hold) a million entries each round; the rest are as
-        // late or later, and wait for the next round. Open files always take part:
-        // when no other can be opened (every descriptor drains a deleted file), they
-        // are what makes progress.
-        let mut oldest: BinaryHeap<(i64, FileKey)> = BinaryHeap::with_capacity(ROUND_FILES + 1);
+        // The oldest ROUND_FILES closed files of each group only: a catch-up of a
+        // million files does not sort (and hold) a million entries each round; the
+        // rest are as late or later, and wait for the next round. Open files always
+        // take part: when no other can be opened (every descriptor drains a deleted
+        // file), they are what makes progress.
+        let mut oldest: [BinaryHeap<(i64, FileKey)>; GROUPS] = Default::default();
         let mut order = vec![];
         let mut idle = vec![];
         for t in self.table.ready() {
+            let g = self.merge_group(t);
             if !t.has_work() && t.place != Place::Departed {
                 idle.push(t.key);
             } else if t.open.is_some() {
-                order.push((t.head(), t.key));
+                order.push((t.head(), t.key, g));
             } else {
-                oldest.push((t.head(), t.key));
-                if oldest.len() > ROUND_FILES {
-                    oldest.pop();
+                oldest[g].push((t.head(), t.key));
+                if oldest[g].len() > ROUND_FILES {
+                    oldest[g].pop();
                 }
             }
         }
         for key in idle {
             self.table.unmark(&key);
         }
-        order.extend(oldest.into_vec());
+        for (g, heap) in oldest.into_iter().enumerate() {
+            order.extend(heap.into_iter().map(|(head, key)| (head, key, g)));
+        }
+        // Live files (inotify named them) take part however many older files wait:
+        // they are read as far as the time limit lets them, not after the backlog.
+        for key in std::mem::take(&mut self.hot) {
+            let Some(t) = self.table.get(&key).filter(|t| t.open.is_none() && self.table.is_ready(&key)) else {
+                continue;
+            };
+            order.push((t.head(), key, self.merge_group(t)));
+        }
         order.sort_unstable();
-        // Set by the oldest file that can be read: one that must wait for a
-        // descriptor (every open file is being drained after a deletion or a rename)
-        // must not keep the others, and with them those descriptors, waiting.
-        let mut limit: Option<Option<Timestamp>> = None;
+        order.dedup();
+        // Set by the oldest file of its group that can be read: one that must wait
+        // for a descriptor (every open file is being drained after a deletion or a
+        // rename) must not keep the others, and with them those descriptors, waiting.
+        let mut limits: [Option<Option<Timestamp>>; GROUPS] = [None; GROUPS];
         let (mut total, mut progress) = (0, false);
-        for (head, key) in order {
-            if limit.flatten().is_some_and(|l| head > l.0) {
-                break;
+        for (head, key, g) in order {
+            if limits[g].flatten().is_some_and(|l| head > l.0) {
+                continue;
             }
             match self.ensure_open(key) {
                 Opened::Yes => {}
@@ -87,7 +99,7 @@ impl Source {
                     continue;
                 }
             }
-            let limit = *limit.get_or_insert(merge_limit(Some(head)));
+            let limit = *limits[g].get_or_insert(merge_limit(Some(head)));
             let (bytes, blocked_at, done) = self.read_file(key, limit);
             total += bytes;
             progress |= bytes > 0 || done || blocked_at.is_some_and(|b| b.0 != head);
@@ -383,9 +395,14 @@ impl Source {
     pub(super) fn flush_idle(&mut self) {
         let now = Instant::now();
         let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
-        let oldest = self.table.ready().filter(|t| t.has_work()).map(|t| t.head()).min();
-        let limit = merge_limit(oldest);
+        let mut oldest = [None; GROUPS];
+        for t in self.table.ready().filter(|t| t.has_work()) {
+            let g = &mut oldest[self.merge_group(t)];
+            *g = Some(g.map_or(t.head(), |o: i64| o.min(t.head())));
+        }
         for key in self.table.open_keys() {
+            let Some(g) = self.table.get(&key).map(|t| self.merge_group(t)) else { continue };
+            let limit = merge_limit(oldest[g]);
             let Some(open) = self.open_file(key).filter(|o| o.wants_flush(now, idle, partial)) else { continue };
             let before = open.parser.unemitted_offset();
             self.parse_open(key, |open, corr, opts, emit| {
@@ -430,6 +447,29 @@ impl Source {
             }
         }
         self.release_held(true);
+    }
+}
+
+/// Merge groups: a worker's output, core-worker logs, the rest (see
+/// [`Source::merge_group`]).
+const GROUPS: usize = 3;
+
+impl Source {
+    /// The group of files read in time order together: all of them, unless no sink
+    /// puts two components in one stream (see `Config::streams_split_by_component`).
+    /// Then a worker's output (a million files on a node that ran for weeks),
+    /// core-worker logs (as many) and the rest (raylet, GCS, the dashboard: few
+    /// files, always live) each go at their own pace: a catch-up of the first two
+    /// does not hold raylet's lines back for minutes.
+    fn merge_group(&self, t: &super::table::Tracked) -> usize {
+        if !self.split_merge {
+            return 0;
+        }
+        match self.table.names.leading_token(t.name) {
+            Some(b"worker-") => 1,
+            Some(b"python-core-worker-") => 2,
+            _ => 0,
+        }
     }
 }
 
