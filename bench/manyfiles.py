@@ -33,7 +33,11 @@ def worker_name(i, session=0):
 
 
 def generate(root, files, lines, sessions):
-    """Finished worker .out files; returns how many seq tokens were written."""
+    """Finished worker .out files; returns how many seq tokens were written.
+
+    Each starts as Ray starts a worker's log: a `:job_id:` line, and for every
+    other one (an actor's) an `:actor_name:` line. They are not records, but the
+    agent keeps the context they set for each file it has read."""
     seq = 0
     per = files // sessions
     for s in range(sessions):
@@ -44,6 +48,7 @@ def generate(root, files, lines, sessions):
             seq += 1
         for i in range(per):
             with open(os.path.join(logs, worker_name(i, s) + ".out"), "w") as f:
+                f.write(":job_id:01000000\n" + (":actor_name:Trainer\n" if i % 2 else ""))
                 f.write("".join("finished work item %d seq=%d\n" % (k, seq + k) for k in range(lines)))
             seq += lines
     return seq

@@ -43,6 +43,8 @@ pub struct Correlator {
     time_of_worker: HashMap<Id, Timestamp, IdMapState>,
     /// Zone of naive times, for the times read by [`Correlator::prescan`].
     zone: Zone,
+    /// See [`Correlator::learned`].
+    learned: u64,
 }
 
 /// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
@@ -132,7 +134,15 @@ impl Correlator {
         if self.actor_of_worker.get(&worker) == Some(&actor) {
             return false;
         }
-        self.actor_of_worker.insert(worker, actor) != Some(actor)
+        self.actor_of_worker.insert(worker, actor);
+        self.learned += 1;
+        true
+    }
+
+    /// How many worker → actor links were learned or changed so far: a cheap
+    /// "anything new?" for those waiting on links.
+    pub fn learned(&self) -> u64 {
+        self.learned
     }
 
     /// The job a worker's `:job_id:` marker named, if seen.

@@ -87,8 +87,9 @@ impl Fingerprint {
 }
 
 /// Marker context in force at the saved offset (see `raylog_parsers::parser::FileContext`).
-/// Boxed strings: one of these may be kept for each of 100,000 files.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Boxed strings; the file table shares one copy between the files that end in
+/// the same context (see `source::table::Contexts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SavedContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<Box<str>>,

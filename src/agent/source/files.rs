@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{classify, Id, Timestamp};
 
 use super::names::Name;
-use super::table::{Place, Tick, Tracked};
+use super::table::{Contexts, Place, Tick, Tracked};
 use super::{Dir, Source, SWEEP_WATCHED};
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
@@ -379,7 +379,7 @@ impl Source {
     fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata, first: bool) -> Tracked {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
         if let Some(cp) = self.resume.remove(&key) {
-            resume_from(&mut t, cp);
+            resume_from(&mut t, cp, &mut self.table.contexts);
             return t;
         }
         if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
@@ -405,7 +405,7 @@ impl Source {
     fn track_checkpointed(&mut self, key: FileKey, dir: u32, name: Name, cp: crate::agent::checkpoint::FileCheckpoint) {
         // The size is not known yet: nothing to read until the stat says so.
         let mut t = Tracked::new(key, dir, name, cp.offset, self.listing);
-        resume_from(&mut t, cp);
+        resume_from(&mut t, cp, &mut self.table.contexts);
         self.table.insert(t);
         self.unstated.push(key);
     }
@@ -670,8 +670,8 @@ const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Resumes `t` where its checkpoint says, to be checked against the file's first
 /// bytes when it is opened.
-fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint) {
-    (t.resume, t.context, t.unverified) = (cp.offset, cp.context, true);
+fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, contexts: &mut Contexts) {
+    (t.resume, t.context, t.unverified) = (cp.offset, contexts.intern(cp.context), true);
     t.set_fingerprint(cp.fingerprint);
     t.set_last_time(cp.last_time_ns);
     t.head = cp.last_time_ns.unwrap_or(i64::MIN);

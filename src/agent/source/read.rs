@@ -249,10 +249,11 @@ impl Source {
     /// Closes file `key`'s descriptor, keeping where reading resumes.
     pub(super) fn close(&mut self, key: FileKey) {
         let Some(open) = self.table.set_open(key, None) else { return };
-        let Some(t) = self.table.get_mut(&key) else { return };
         let ctx = open.parser.context();
+        let shared = self.table.contexts.intern(SavedContext::from_parser(ctx));
+        let Some(t) = self.table.get_mut(&key) else { return };
         t.resume = open.parser.unemitted_offset();
-        t.context = SavedContext::from_parser(ctx);
+        t.context = shared;
         t.set_last_time(ctx.last_timestamp.map(|t| t.0));
         t.head = open.head();
         t.size = open.size;
@@ -380,6 +381,8 @@ impl Source {
         let Some(n) = node::from_raylet_head(raylet) else { return };
         let Some(dir) = self.table.get(&key).map(|t| t.dir()) else { return };
         self.dirs[dir as usize].node = Some(n);
+        // Records held for this node may go now.
+        self.enrich.hold.unsettle();
         for k in self.table.open_keys() {
             if let Some(open) = self.table.get_mut(&k).filter(|t| t.dir() == dir).and_then(|t| t.open.as_mut()) {
                 if open.node_unknown() {

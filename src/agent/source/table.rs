@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 use std::time::Instant;
 
 use hashbrown::HashTable;
@@ -54,7 +55,8 @@ pub struct Tracked {
     /// Where reading resumes when the file is opened: the first byte not yet
     /// emitted, the parser context there, and the last time a record there had.
     pub resume: u64,
-    pub context: Option<Box<SavedContext>>,
+    /// Shared with the files that ended in the same context ([`Contexts`]).
+    pub context: Option<Arc<SavedContext>>,
     /// `i64::MIN`: none (see [`Tracked::last_time`]; an `Option` would take 8 bytes
     /// more in each of a million entries).
     last_time: i64,
@@ -194,6 +196,7 @@ pub struct Table {
     /// in its place): the index keeps the later one, as inotify's paths mean it.
     by_path: HashTable<u32>,
     pub names: Names,
+    pub contexts: Contexts,
     /// Files to look at in the next round: a bit per slot (a million files in a
     /// catch-up cost 128 KiB, where a set of keys took 36 MiB).
     ready: Vec<u64>,
@@ -203,6 +206,48 @@ pub struct Table {
     hasher: std::hash::RandomState,
     /// How far the stat poll's pass over the slab got.
     sweep_at: usize,
+}
+
+/// The parser contexts files stopped in, one copy of each.
+///
+/// Ray starts each worker's log with `:job_id:` and, for an actor, `:actor_name:`
+/// lines, so nearly every file read ends in a context. Boxed per file they cost
+/// about 150 bytes each (four strings and their allocations): 150 MB at a million
+/// files. A node has few distinct ones (a job, an actor class, the last task's
+/// name), so files share them. Those no file holds any more are dropped whenever
+/// the pool has doubled since the last sweep, which keeps it O(1) per file
+/// amortised and bounded by twice the contexts in use.
+#[derive(Default)]
+pub struct Contexts {
+    pool: HashSet<Arc<SavedContext>>,
+    sweep_at: usize,
+}
+
+impl Contexts {
+    /// The shared copy of `c`.
+    pub fn intern(&mut self, c: Option<Box<SavedContext>>) -> Option<Arc<SavedContext>> {
+        let c = c?;
+        if let Some(a) = self.pool.get(&*c) {
+            return Some(a.clone());
+        }
+        if self.pool.len() >= self.sweep_at {
+            self.pool.retain(|a| Arc::strong_count(a) > 1);
+            self.sweep_at = (2 * self.pool.len()).max(64);
+        }
+        let a: Arc<SavedContext> = Arc::from(c);
+        self.pool.insert(a.clone());
+        Some(a)
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.pool.len()
+    }
+}
+
+/// A checkpoint's copy of a shared context.
+pub fn owned(c: &Option<Arc<SavedContext>>) -> Option<Box<SavedContext>> {
+    c.as_deref().map(|c| Box::new(c.clone()))
 }
 
 /// A vacant slot's `dir` (no logs dir has this index).

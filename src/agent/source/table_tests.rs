@@ -113,3 +113,28 @@ fn an_entry_stays_small() {
     // What a million tracked files cost before their names and the two indices.
     assert_eq!(std::mem::size_of::<Tracked>(), 88);
 }
+
+fn ctx(job: &str, actor: &str) -> Option<Box<SavedContext>> {
+    Some(Box::new(SavedContext { job_id: Some(job.into()), actor_name: Some(actor.into()), ..Default::default() }))
+}
+
+/// Files that end in the same context hold one copy of it; contexts no file holds
+/// any more leave the pool, so a node's stream of tasks cannot grow it forever.
+#[test]
+fn contexts_are_shared_and_swept() {
+    let mut c = Contexts::default();
+    let held: Vec<_> = (0..10_000).map(|i| c.intern(ctx("01000000", if i % 2 == 0 { "A" } else { "B" }))).collect();
+    assert_eq!(c.len(), 2);
+    assert!(Arc::ptr_eq(held[0].as_ref().unwrap(), held[2].as_ref().unwrap()));
+    assert!(!Arc::ptr_eq(held[0].as_ref().unwrap(), held[1].as_ref().unwrap()));
+    assert_eq!(held[1].as_deref(), ctx("01000000", "B").as_deref());
+    assert_eq!(c.intern(None), None);
+    // 100,000 distinct contexts, each dropped at once (a task's id, a file forgotten).
+    for i in 0..100_000 {
+        drop(c.intern(ctx(&format!("{i:08x}"), "C")));
+    }
+    assert!(c.len() <= 2 * 64 + 2, "the pool kept {} contexts nobody holds", c.len());
+    // The ones still held survived every sweep and are shared still.
+    let again = c.intern(ctx("01000000", "A"));
+    assert!(Arc::ptr_eq(held[0].as_ref().unwrap(), again.as_ref().unwrap()));
+}
