@@ -23,24 +23,20 @@
 //! same whatever order files are read in: the maximum over a file's header lines is
 //! what the prescan finds and what learning record by record ends at.
 
-use std::collections::HashMap;
-
 use crate::classify::FileMeta;
-use crate::id::{Id, IdMapState, ACTOR_HEX, WORKER_HEX};
+use crate::id::{Id, ACTOR_HEX, WORKER_HEX};
 use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::Ids;
 use crate::time::{Timestamp, Zone};
+use crate::workers::Workers;
 
 /// What has been learned about workers and nodes.
 #[derive(Debug, Default, Clone)]
 pub struct Correlator {
-    actor_of_worker: HashMap<Id, Id, IdMapState>,
-    /// From `:job_id:` markers: a worker file rotated past its marker still knows.
-    job_of_worker: HashMap<Id, Id, IdMapState>,
-    /// From `:actor_name:` markers (the actor's class).
-    class_of_worker: HashMap<Id, String, IdMapState>,
-    /// The newest time in each worker's core-worker log.
-    time_of_worker: HashMap<Id, Timestamp, IdMapState>,
+    /// Each worker's actor, job (from its `:job_id:` marker: a worker file rotated
+    /// past its marker still knows), actor class (`:actor_name:`) and the newest
+    /// time of its core-worker log.
+    workers: Workers,
     /// Zone of naive times, for the times read by [`Correlator::prescan`].
     zone: Zone,
     /// See [`Correlator::learned`].
@@ -110,20 +106,19 @@ impl Correlator {
     /// The newest time seen in `worker`'s core-worker log, if any.
     #[inline]
     pub fn worker_time(&self, worker: &Id) -> Option<Timestamp> {
-        self.time_of_worker.get(worker).copied()
+        self.workers.time(worker)
     }
 
     /// Notes a time of `worker`'s core-worker log (only a newer one changes anything).
     #[inline]
     pub fn note_worker_time(&mut self, worker: Id, t: Timestamp) {
-        let slot = self.time_of_worker.entry(worker).or_insert(t);
-        *slot = (*slot).max(t);
+        self.workers.note_time(worker, t);
     }
 
     /// The actor a worker hosts, if known.
     #[inline]
     pub fn actor_of(&self, worker: &Id) -> Option<Id> {
-        self.actor_of_worker.get(worker).copied()
+        self.workers.actor(worker)
     }
 
     /// Records that `worker` hosts `actor`. Returns true when this is new.
@@ -131,10 +126,9 @@ impl Correlator {
         if worker.len() != WORKER_HEX || actor.len() != ACTOR_HEX {
             return false;
         }
-        if self.actor_of_worker.get(&worker) == Some(&actor) {
+        if !self.workers.set_actor(worker, actor) {
             return false;
         }
-        self.actor_of_worker.insert(worker, actor);
         self.learned += 1;
         true
     }
@@ -148,13 +142,13 @@ impl Correlator {
     /// The job a worker's `:job_id:` marker named, if seen.
     #[inline]
     pub fn job_of(&self, worker: &Id) -> Option<Id> {
-        self.job_of_worker.get(worker).copied()
+        self.workers.job(worker)
     }
 
     /// The actor class a worker's `:actor_name:` marker named, if seen.
     #[inline]
     pub fn class_of(&self, worker: &Id) -> Option<&str> {
-        self.class_of_worker.get(worker).map(String::as_str)
+        self.workers.class(worker)
     }
 
     /// Records what a worker-file marker says about its worker.
@@ -164,23 +158,21 @@ impl Correlator {
         match *marker {
             Marker::JobId(j) => {
                 if let Some(j) = Id::parse_len(j, crate::id::JOB_HEX) {
-                    self.job_of_worker.insert(w, j);
+                    self.workers.set_job(w, j);
                 }
             }
-            Marker::ActorName(a) if !self.class_of_worker.contains_key(&w) => {
-                self.class_of_worker.insert(w, String::from_utf8_lossy(a).into_owned());
-            }
+            Marker::ActorName(a) => self.workers.set_class_once(w, a),
             _ => {}
         }
     }
 
     /// Number of known worker → actor links.
     pub fn len(&self) -> usize {
-        self.actor_of_worker.len()
+        self.workers.actors()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.actor_of_worker.is_empty()
+        self.workers.actors() == 0
     }
 
     /// Learns from one parsed record of `file` (called by the parser for every record).

@@ -31,6 +31,7 @@ pub mod ndjson;
 pub mod parser;
 pub mod record;
 pub mod time;
+mod workers;
 
 pub use classify::{classify, FileKind, FileMeta};
 pub use correlate::Correlator;

@@ -29,10 +29,15 @@ const DELETED: u64 = 5_000;
 const SOURCE: &str = "max_open_files = 1000\nclose_inactive = \"1s\"\n\
                       [retry]\nshutdown_grace = \"2s\"";
 
-/// Writes the finished workers' files: `seq` 0 .. FILES * LINES.
+/// Writes the finished workers' files: `seq` 0 .. FILES * LINES. Each starts as
+/// Ray's do, with a `:job_id:` marker, and every other one (an actor's, whose
+/// core-worker log is gone) with `:actor_name:`: the agent holds those prints for
+/// their actor, which keeps its hold full for the whole catch-up.
 fn finished_workers(env: &Env) -> Vec<PathBuf> {
     let paths: Vec<PathBuf> = (0..FILES).map(|i| worker(env, i)).collect();
     for (i, p) in (0..FILES).zip(&paths) {
+        let actor = if i % 2 == 1 { ":actor_name:Trainer\n" } else { "" };
+        std::fs::write(p, format!(":job_id:01000000\n{actor}")).unwrap();
         append(p, i * LINES, (i + 1) * LINES);
     }
     paths

@@ -1,0 +1,219 @@
+//! What the correlator knows of each worker, kept small: a node's million worker
+//! files name a million workers, and each starts with a `:job_id:` marker.
+//!
+//! Four maps keyed by [`Id`] (57 bytes inline) took about 230 bytes a worker with
+//! their buckets: 230 MB at a million. Here a worker is one 80-byte slot found
+//! through a 4-byte index, and what many workers share (their job, their actor's
+//! class) is stored once and referred to by number. (Packing the id's 56 hex
+//! digits into 28 bytes would save 32 more bytes a worker, but every record of a
+//! worker's file looks its worker up, and packing on each lookup cost `parse` 9 %
+//! more instructions.)
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
+use crate::id::{Id, IdMapState};
+use crate::time::Timestamp;
+
+/// No value (for the `u32` references and the time).
+const NONE: u32 = u32::MAX;
+const NO_TIME: i64 = i64::MIN;
+
+/// One worker: its id and what is known of it.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    key: Id,
+    /// Index in [`Workers::jobs`].
+    job: u32,
+    /// Index in [`Workers::classes`].
+    class: u32,
+    /// Index in [`Workers::actors`]: the worker's own (a restarted actor gets a new worker).
+    actor: u32,
+    /// The newest time of its core-worker log, in nanoseconds.
+    time: i64,
+}
+
+impl Slot {
+    fn new(key: Id) -> Slot {
+        Slot { key, job: NONE, class: NONE, actor: NONE, time: NO_TIME }
+    }
+}
+
+/// A small list of distinct values, each stored once and named by its index.
+#[derive(Clone, Debug)]
+struct Interned<T> {
+    values: Vec<T>,
+    index: HashMap<T, u32>,
+}
+
+impl<T> Default for Interned<T> {
+    fn default() -> Self {
+        Interned { values: vec![], index: HashMap::new() }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Interned<T> {
+    fn intern(&mut self, v: T) -> u32 {
+        if let Some(&i) = self.index.get(&v) {
+            return i;
+        }
+        let i = self.values.len() as u32;
+        self.values.push(v.clone());
+        self.index.insert(v, i);
+        i
+    }
+}
+
+/// Every worker learned of (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Workers {
+    slots: Vec<Slot>,
+    /// Slot numbers, hashed by their id.
+    index: HashTable<u32>,
+    jobs: Interned<Id>,
+    classes: Interned<Box<str>>,
+    actors: Vec<Id>,
+    hasher: IdMapState,
+}
+
+impl Workers {
+    fn find(&self, id: &Id) -> Option<&Slot> {
+        let slots = &self.slots;
+        let i = self.index.find(self.hasher.hash_one(id), |&i| slots[i as usize].key == *id)?;
+        Some(&slots[*i as usize])
+    }
+
+    /// `id`'s slot, made if new.
+    fn slot(&mut self, id: Id) -> &mut Slot {
+        let key = id;
+        let (slots, hasher) = (&mut self.slots, &self.hasher);
+        let hash = hasher.hash_one(key);
+        let entry =
+            self.index.entry(hash, |&i| slots[i as usize].key == key, |&i| hasher.hash_one(slots[i as usize].key));
+        let i = *entry
+            .or_insert_with(|| {
+                slots.push(Slot::new(key));
+                slots.len() as u32 - 1
+            })
+            .get();
+        &mut slots[i as usize]
+    }
+
+    pub fn actor(&self, w: &Id) -> Option<Id> {
+        let a = self.find(w)?.actor;
+        (a != NONE).then(|| self.actors[a as usize])
+    }
+
+    /// Links `w` to `actor`; false when it was linked to it already.
+    pub fn set_actor(&mut self, w: Id, actor: Id) -> bool {
+        let next = self.actors.len() as u32;
+        let s = self.slot(w);
+        match s.actor {
+            NONE => s.actor = next,
+            a => {
+                let a = a as usize;
+                if self.actors[a] == actor {
+                    return false;
+                }
+                self.actors[a] = actor;
+                return true;
+            }
+        }
+        self.actors.push(actor);
+        true
+    }
+
+    pub fn job(&self, w: &Id) -> Option<Id> {
+        let j = self.find(w)?.job;
+        (j != NONE).then(|| self.jobs.values[j as usize])
+    }
+
+    pub fn set_job(&mut self, w: Id, job: Id) {
+        let j = self.jobs.intern(job);
+        self.slot(w).job = j;
+    }
+
+    pub fn class(&self, w: &Id) -> Option<&str> {
+        let c = self.find(w)?.class;
+        (c != NONE).then(|| &*self.classes.values[c as usize])
+    }
+
+    /// Sets `w`'s actor class unless it has one already (the first marker wins).
+    pub fn set_class_once(&mut self, w: Id, class: &[u8]) {
+        if self.class(&w).is_some() {
+            return;
+        }
+        let c = self.classes.intern(String::from_utf8_lossy(class).into());
+        self.slot(w).class = c;
+    }
+
+    pub fn time(&self, w: &Id) -> Option<Timestamp> {
+        let t = self.find(w)?.time;
+        (t != NO_TIME).then_some(Timestamp(t))
+    }
+
+    /// Keeps the newer of `w`'s time and `t`.
+    pub fn note_time(&mut self, w: Id, t: Timestamp) {
+        let s = self.slot(w);
+        s.time = s.time.max(t.0);
+    }
+
+    /// Workers linked to an actor.
+    pub fn actors(&self) -> usize {
+        self.actors.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> Id {
+        Id::parse(s.as_bytes()).unwrap()
+    }
+
+    /// Each worker keeps its own facts, found again by id, whatever its id's shape
+    /// (sequential, shared prefix or suffix, or not 56 digits long).
+    #[test]
+    fn workers_keep_their_own_facts() {
+        let mut w = Workers::default();
+        let ids: Vec<Id> = (0..20_000u64)
+            .map(|i| match i % 4 {
+                0 => id(&format!("{i:056x}")),
+                1 => id(&format!("{i:x}{}", "f".repeat(56 - format!("{i:x}").len()))),
+                2 => id(&format!("abcdef{i:050x}")),
+                _ => id(&format!("{i:040x}")),
+            })
+            .collect();
+        for (i, x) in ids.iter().enumerate() {
+            w.set_job(*x, id(&format!("{:08x}", i % 3 + 1)));
+            if i % 2 == 0 {
+                w.set_class_once(*x, format!("Class{}", i % 5).as_bytes());
+                w.set_class_once(*x, b"Later");
+                assert!(w.set_actor(*x, id(&format!("{i:032x}"))));
+                assert!(!w.set_actor(*x, id(&format!("{i:032x}"))));
+            }
+            w.note_time(*x, Timestamp(i as i64 * 10));
+            w.note_time(*x, Timestamp(i as i64));
+        }
+        for (i, x) in ids.iter().enumerate() {
+            assert_eq!(w.job(x), Some(id(&format!("{:08x}", i % 3 + 1))), "worker {i}");
+            assert_eq!(w.time(x), Some(Timestamp(i as i64 * 10)));
+            if i % 2 == 0 {
+                assert_eq!(w.class(x), Some(format!("Class{}", i % 5).as_str()));
+                assert_eq!(w.actor(x), Some(id(&format!("{i:032x}"))));
+            } else {
+                assert_eq!((w.class(x), w.actor(x)), (None, None));
+            }
+        }
+        assert_eq!((w.jobs.values.len(), w.classes.values.len(), w.actors()), (3, 5, 10_000));
+        assert_eq!(w.slots.len(), 20_000);
+        assert!(std::mem::size_of::<Slot>() <= 80);
+        assert!(w.actor(&id(&"e".repeat(56))).is_none());
+        // A worker relinked (the same worker id reused) answers with the new actor.
+        assert!(w.set_actor(ids[0], id(&"7".repeat(32))));
+        assert_eq!(w.actor(&ids[0]), Some(id(&"7".repeat(32))));
+    }
+}
