@@ -29,6 +29,7 @@ mod resume;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -103,14 +104,14 @@ pub struct SavedContext {
 
 impl SavedContext {
     /// The parser's context, `None` when it holds nothing.
-    pub fn from_parser(c: &raylog_parsers::parser::FileContext) -> Option<Box<SavedContext>> {
+    pub fn from_parser(c: &raylog_parsers::parser::FileContext) -> Option<Arc<SavedContext>> {
         let ctx = SavedContext {
             job_id: c.job_id.map(|i| i.as_str().into()),
             actor_name: c.actor_name.as_deref().map(Into::into),
             task_name: c.task_name.as_deref().map(Into::into),
             task_id: c.task_id.map(|i| i.as_str().into()),
         };
-        (ctx != SavedContext::default()).then(|| Box::new(ctx))
+        (ctx != SavedContext::default()).then(|| Arc::new(ctx))
     }
 
     /// The parser context to resume with, `last` being the time of the last record
@@ -137,7 +138,7 @@ pub struct FileCheckpoint {
     /// First byte not yet delivered everywhere.
     pub offset: u64,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "disk::context")]
-    pub context: Option<Box<SavedContext>>,
+    pub context: Option<Arc<SavedContext>>,
     /// Nanoseconds of the last record before the offset that had a time of its own:
     /// the time of the time-less records right after it, so a resumed file dates
     /// them as the first read did.

@@ -41,9 +41,9 @@ struct V1 {
 }
 
 /// An empty `context` object (as version 1 wrote) is no context.
-pub fn context<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<SavedContext>>, D::Error> {
+pub fn context<'de, D: Deserializer<'de>>(d: D) -> Result<Option<std::sync::Arc<SavedContext>>, D::Error> {
     let c: Option<SavedContext> = Option::deserialize(d)?;
-    Ok(c.filter(|c| *c != SavedContext::default()).map(Box::new))
+    Ok(c.filter(|c| *c != SavedContext::default()).map(std::sync::Arc::new))
 }
 
 fn io(path: &Path, source: std::io::Error) -> CheckpointError {
@@ -136,6 +136,9 @@ fn each_snapshot_entry(path: &Path, version: u32, f: &mut dyn FnMut(FileCheckpoi
     // million allocations.
     let mut line = Vec::with_capacity(256);
     let mut n = 0u64;
+    // Neighbouring files mostly end in the same context (a job's workers): they
+    // share one copy, so a load holds a handful rather than one per file.
+    let mut last: Option<std::sync::Arc<SavedContext>> = None;
     loop {
         line.clear();
         if r.read_until(b'\n', &mut line).map_err(|e| io(path, e))? == 0 {
@@ -146,8 +149,13 @@ fn each_snapshot_entry(path: &Path, version: u32, f: &mut dyn FnMut(FileCheckpoi
         if n == 1 || text.is_empty() {
             continue;
         }
-        let e: Entry = serde_json::from_slice(text).map_err(|e| corrupt(format!("line {n}: {e}")))?;
-        f(e.0);
+        let Entry(mut cp) = serde_json::from_slice(text).map_err(|e| corrupt(format!("line {n}: {e}")))?;
+        match (&cp.context, &last) {
+            (Some(c), Some(l)) if c == l => cp.context = last.clone(),
+            (Some(_), _) => last = cp.context.clone(),
+            _ => {}
+        }
+        f(cp);
     }
     Ok(())
 }

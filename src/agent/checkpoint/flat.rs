@@ -90,7 +90,7 @@ impl<'de> Visitor<'de> for EntryVisitor {
             key: FileKey { dev, ino },
             fingerprint: Fingerprint { len, hash },
             offset,
-            context: (ctx != SavedContext::default()).then(|| Box::new(ctx)),
+            context: (ctx != SavedContext::default()).then(|| std::sync::Arc::new(ctx)),
             last_time_ns,
             updated,
             gone_since,

@@ -38,7 +38,7 @@ fn round_trip_and_version_check() {
     let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
     assert!(load(&dir).unwrap().is_empty());
     let mut a = cp(2, 1234);
-    a.context = Some(Box::new(SavedContext { job_id: Some("01000000".into()), ..Default::default() }));
+    a.context = Some(std::sync::Arc::new(SavedContext { job_id: Some("01000000".into()), ..Default::default() }));
     a.last_time_ns = Some(1_796_029_536_393_944_816);
     s.update(a.clone());
     s.save().unwrap();
@@ -209,7 +209,7 @@ fn the_flat_form_keeps_every_field_and_leaves_out_trailing_defaults() {
     all.gone_since = 1_796_216_300;
     all.last_time_ns = Some(-5);
     let ctx = |job: Option<&str>, task_id: Option<&str>| {
-        Some(Box::new(SavedContext {
+        Some(std::sync::Arc::new(SavedContext {
             job_id: job.map(Into::into),
             task_id: task_id.map(Into::into),
             ..Default::default()

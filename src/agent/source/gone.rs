@@ -99,7 +99,7 @@ impl Source {
                     point.offset = o.parser.unemitted_offset();
                     point.context = SavedContext::from_parser(o.parser.context());
                 }
-                None => (point.offset, point.context) = (t.resume, super::table::owned(&t.context)),
+                None => (point.offset, point.context) = (t.resume, t.context.clone()),
             }
         }
         point

@@ -456,7 +456,7 @@ impl Source {
                 o.parser.context().last_timestamp.map(|t| t.0),
                 o.fingerprint,
             ),
-            None => (t.resume, table::owned(&t.context), t.last_time(), t.fingerprint()),
+            None => (t.resume, t.context.clone(), t.last_time(), t.fingerprint()),
         };
         if let Some(h) = self.enrich.hold.min_offset(&key) {
             offset = offset.min(h);

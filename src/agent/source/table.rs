@@ -225,7 +225,7 @@ pub struct Contexts {
 
 impl Contexts {
     /// The shared copy of `c`.
-    pub fn intern(&mut self, c: Option<Box<SavedContext>>) -> Option<Arc<SavedContext>> {
+    pub fn intern(&mut self, c: Option<Arc<SavedContext>>) -> Option<Arc<SavedContext>> {
         let c = c?;
         if let Some(a) = self.pool.get(&*c) {
             return Some(a.clone());
@@ -234,20 +234,14 @@ impl Contexts {
             self.pool.retain(|a| Arc::strong_count(a) > 1);
             self.sweep_at = (2 * self.pool.len()).max(64);
         }
-        let a: Arc<SavedContext> = Arc::from(c);
-        self.pool.insert(a.clone());
-        Some(a)
+        self.pool.insert(c.clone());
+        Some(c)
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.pool.len()
     }
-}
-
-/// A checkpoint's copy of a shared context.
-pub fn owned(c: &Option<Arc<SavedContext>>) -> Option<Box<SavedContext>> {
-    c.as_deref().map(|c| Box::new(c.clone()))
 }
 
 /// A vacant slot's `dir` (no logs dir has this index).

@@ -114,8 +114,8 @@ fn an_entry_stays_small() {
     assert_eq!(std::mem::size_of::<Tracked>(), 88);
 }
 
-fn ctx(job: &str, actor: &str) -> Option<Box<SavedContext>> {
-    Some(Box::new(SavedContext { job_id: Some(job.into()), actor_name: Some(actor.into()), ..Default::default() }))
+fn ctx(job: &str, actor: &str) -> Option<Arc<SavedContext>> {
+    Some(Arc::new(SavedContext { job_id: Some(job.into()), actor_name: Some(actor.into()), ..Default::default() }))
 }
 
 /// Files that end in the same context hold one copy of it; contexts no file holds
