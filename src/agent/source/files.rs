@@ -3,8 +3,8 @@
 //! A listing reads each logs dir (recursively) and matches entries to tracked files
 //! by inode, so a known file costs no stat. A new file is stat'ed, given its resume
 //! point (its checkpoint, else its start, or its end for `start_at = "end"`) and,
-//! when it has something to read, prescanned for correlation before any file is
-//! parsed; a file the reader forgot and finds again (its checkpoint kept where files
+//! when it has something to read, prescanned (see [`super::scan`]) before any file
+//! is parsed; a file the reader forgot and finds again (its checkpoint kept where files
 //! are resumed from) continues where it stopped. What a file missing from its place
 //! means is decided in [`super::gone`].
 
@@ -13,7 +13,7 @@ use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use raylog_parsers::{classify, Id, Timestamp};
+use raylog_parsers::{classify, Id};
 
 use super::names::Name;
 use super::table::{Contexts, Place, Tick, Tracked};
@@ -43,7 +43,7 @@ pub(super) struct Found {
     /// The inode the listing gave (0 from an event): files are stat'ed in inode
     /// order, which keeps the kernel's inode reads and the checkpoint lookups near
     /// one another (a restart over a million files).
-    ino: u64,
+    pub(super) ino: u64,
 }
 
 impl Source {
@@ -119,26 +119,6 @@ impl Source {
             crate::agent::trim_heap();
         }
         found
-    }
-
-    /// Reports as lost the files an earlier listing found that were gone before they
-    /// could be stat'ed (a backlog of a million files is tracked a chunk at a time,
-    /// and Ray may delete thousands meanwhile) and that this complete listing of
-    /// their dir does not find under another name: deleted before a byte was read.
-    fn report_vanished(&mut self, new: &[Found], whole: &[bool]) {
-        if self.vanished.is_empty() {
-            return;
-        }
-        let found: HashSet<u64> = new.iter().map(|f| f.ino).collect();
-        let (mut keep, listing) = (vec![], self.listing);
-        for (key, dir, path) in std::mem::take(&mut self.vanished) {
-            if !whole.get(dir as usize).copied().unwrap_or(false) {
-                keep.push((key, dir, path));
-            } else if !found.contains(&key.ino) && self.table.get(&key).is_none_or(|t| t.listed != listing) {
-                self.lost_unread(&path);
-            }
-        }
-        self.vanished = keep;
     }
 
     /// Waits, before the first stat, for the watches being set up while the first
@@ -440,66 +420,6 @@ impl Source {
             }
         }
         self.prescan_resumed(&work);
-    }
-
-    /// Prescans the files `work` found with something to read after a restart, and
-    /// the core-worker logs of the workers among them (read before the restart, but
-    /// the ones that name the worker's actor).
-    fn prescan_resumed(&mut self, work: &[FileKey]) {
-        let mut keys = work.to_vec();
-        for key in work {
-            let Some(t) = self.table.get(key) else { continue };
-            let meta = classify(&self.table.rel(t), None);
-            if let (Some(w), Some(pid), Some(_)) = (meta.worker_id, meta.pid, meta.stream) {
-                let log = format!("python-core-worker-{}_{pid}.log", w.as_str());
-                keys.extend(self.table.by_path(t.dir(), &log));
-            }
-        }
-        // A core-worker log with work of its own is prescanned once.
-        keys.sort_unstable();
-        keys.dedup();
-        for key in keys {
-            let Some(t) = self.table.get(&key) else { continue };
-            let (dir, rel) = (t.dir(), self.table.rel(t));
-            let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
-            self.prescan(dir, &self.dirs[dir as usize].root.join(&rel), &meta);
-        }
-    }
-
-    /// Learns correlation (actor of a worker, job of a worker), the file's time hint
-    /// and a raylet's node id from what a file holds when it is found, before any file
-    /// is parsed: the bytes before a resume offset will not be parsed again, and a
-    /// worker's stdout may be read before the core-worker log that names its actor.
-    /// Same pass as `raylog parse` makes, so the agent and the CLI tag the same records.
-    ///
-    /// Returns the time its first record will have, when that can be told: files
-    /// are read in time order (see [`super::read`]), and a file whose place in time
-    /// is unknown would hold every other back until it is opened.
-    fn prescan(&mut self, dir: u32, path: &Path, meta: &raylog_parsers::FileMeta) -> Option<i64> {
-        if !crate::prescan::wanted_by_prescan(meta) {
-            return None;
-        }
-        use std::io::Read;
-        let f = std::fs::File::open(path).ok()?;
-        let mtime = f.metadata().ok().and_then(|md| md.modified().ok());
-        let mut found = crate::prescan::Prescanned::default();
-        let mut first = None;
-        let limit = crate::prescan::prescan_limit(meta);
-        let _ = crate::lines::for_each_line_chunk(f.take(limit), |c| {
-            if first.is_none() && meta.component != "worker" {
-                first = crate::prescan::first_line_time(meta, c, self.corr.zone());
-            }
-            crate::prescan::prescan_bytes(meta, c, &mut self.corr, &mut found)
-        });
-        if let (Some(n), d) = (found.node, &mut self.dirs[dir as usize]) {
-            d.node.get_or_insert(n);
-        }
-        if meta.component == "worker" {
-            let mtime = mtime.and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
-            let mtime = mtime.and_then(|d| i64::try_from(d.as_nanos()).ok()).map(Timestamp);
-            first = raylog_parsers::untimed_first(meta, mtime, found.time_hint, &self.corr);
-        }
-        first.map(|t| t.0)
     }
 
     /// Takes in paths inotify reported. Returns how many files are new.

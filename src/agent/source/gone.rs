@@ -12,9 +12,11 @@
 //! stopped, its fingerprint checked. What Ray deleted before it was read is counted
 //! (`raylog_files_lost_total`, `raylog_bytes_lost_total`) and named in a warning.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
+use super::files::Found;
 use super::table::Place;
 use super::Source;
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, SavedContext};
@@ -133,5 +135,25 @@ impl Source {
         let now = unix_now();
         let after = self.cfg.source.forget_after.as_secs();
         self.resume.retain(|cp| cp.gone_since == 0 || now.saturating_sub(cp.gone_since) <= after);
+    }
+
+    /// Reports as lost the files an earlier listing found that were gone before they
+    /// could be stat'ed (a backlog of a million files is tracked a chunk at a time,
+    /// and Ray may delete thousands meanwhile) and that this complete listing of
+    /// their dir does not find under another name: deleted before a byte was read.
+    pub(super) fn report_vanished(&mut self, new: &[Found], whole: &[bool]) {
+        if self.vanished.is_empty() {
+            return;
+        }
+        let found: HashSet<u64> = new.iter().map(|f| f.ino).collect();
+        let (mut keep, listing) = (vec![], self.listing);
+        for (key, dir, path) in std::mem::take(&mut self.vanished) {
+            if !whole.get(dir as usize).copied().unwrap_or(false) {
+                keep.push((key, dir, path));
+            } else if !found.contains(&key.ino) && self.table.get(&key).is_none_or(|t| t.listed != listing) {
+                self.lost_unread(&path);
+            }
+        }
+        self.vanished = keep;
     }
 }

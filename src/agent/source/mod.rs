@@ -51,6 +51,7 @@ mod gone;
 mod model_tests;
 mod names;
 mod read;
+mod scan;
 mod table;
 pub mod tail;
 #[cfg(test)]
