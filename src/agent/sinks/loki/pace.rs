@@ -39,6 +39,11 @@ impl Pacer {
         self.rate.is_some_and(|r| bytes as f64 > r)
     }
 
+    /// The most a request may carry without being [`Pacer::too_big`], if pacing.
+    pub fn max_bytes(&self) -> Option<usize> {
+        self.rate.map(|r| r as usize)
+    }
+
     /// How long to wait before sending `bytes`, taking them from the bucket.
     pub fn wait_for(&mut self, bytes: usize) -> Duration {
         let Some(rate) = self.rate else { return Duration::ZERO };

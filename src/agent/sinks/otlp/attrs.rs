@@ -13,7 +13,7 @@
 use raylog_parsers::json::{self, Value};
 use raylog_parsers::record::Level;
 
-use crate::agent::batch::{Batch, BatchRecord, IdField};
+use crate::agent::batch::{Batch, BatchRecord, IdField, Span};
 use crate::agent::sinks::loki::encode::entry_time;
 
 /// `severity_number` of the OpenTelemetry log data model for Ray's level.
@@ -79,27 +79,82 @@ const ID_KEYS: [&str; 5] = ["ray.node_id", "ray.job_id", "ray.worker_id", "ray.a
 
 /// Calls `f` for each attribute of `e`, in a fixed order; absent values are skipped.
 ///
-/// What stays the same from one record of a file to the next comes first (the
-/// node and worker, the file, the pid), then what changes now and then (the job,
-/// actor, task and their names), then what changes every record: so the repeat of
-/// the last record's attributes is one run, which the gzip writer sends as a match
-/// (see `encode::gzip`).
+/// What stays the same from one record of a file to the next comes first, in
+/// [`RUNS`] runs ([`each_in_run`]): the file, its stream and pid; then each id with
+/// its name (the ids of a Ray process's own logs change from line to line, each at
+/// its own pace); then what changes every record ([`each_of_record`]). The protobuf
+/// encoder sends a run that says the same as in the last record of the same file as
+/// a repeat of it (see `encode::repeats`).
 pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
-    let id = |f: &mut dyn FnMut(Key<'b>, Val<'b>), field: IdField| {
+    for run in 0..RUNS {
+        each_in_run(run, batch, e, f);
+    }
+    each_of_record(batch, e, f);
+}
+
+/// Runs of attributes that [`each_in_run`] writes and [`same_in_run`] compares.
+pub const RUNS: usize = 6;
+
+/// The attributes of run `run` of `e`: the file (0), the node (1), worker (2), job
+/// (3), actor (4) and task (5). They depend only on the fields of `e` that
+/// [`same_in_run`] compares.
+pub fn each_in_run<'b>(run: usize, batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+    let mut id = |field: IdField| {
         if let Some(v) = batch.id(e, field) {
             f(Key(ID_KEYS[field as usize], ""), Val::Str(v));
         }
     };
-    let text = |f: &mut dyn FnMut(Key<'b>, Val<'b>), k: &'static str, s| {
-        let s = batch.str(s);
-        if !s.is_empty() {
-            f(Key(k, ""), Val::Str(s));
+    match run {
+        0 => each_of_file(batch, e, f),
+        1 => id(IdField::Node),
+        2 => id(IdField::Worker),
+        3 => {
+            id(IdField::Job);
+            text(batch, "ray.submission_id", e.submission_id, f);
         }
-    };
-    id(f, IdField::Node);
-    id(f, IdField::Worker);
-    text(f, "ray.component", e.component);
-    text(f, "ray.session", e.session);
+        4 => {
+            id(IdField::Actor);
+            text(batch, "ray.actor_name", e.actor_name, f);
+        }
+        _ => {
+            id(IdField::Task);
+            text(batch, "ray.task_name", e.task_name, f);
+        }
+    }
+}
+
+/// Whether [`each_in_run`] says the same of `x` and `y` for run `run`.
+pub fn same_in_run(run: usize, batch: &Batch, x: &BatchRecord, y: &BatchRecord) -> bool {
+    let same = |a: Span, b: Span| a == b || batch.str(a) == batch.str(b);
+    let id = |field: IdField| same(x.ids[field as usize], y.ids[field as usize]);
+    match run {
+        0 => {
+            x.pid == y.pid
+                && x.stream == y.stream
+                && same(x.file, y.file)
+                && same(x.path, y.path)
+                && same(x.component, y.component)
+                && same(x.session, y.session)
+        }
+        1 => id(IdField::Node),
+        2 => id(IdField::Worker),
+        3 => id(IdField::Job) && same(x.submission_id, y.submission_id),
+        4 => id(IdField::Actor) && same(x.actor_name, y.actor_name),
+        _ => id(IdField::Task) && same(x.task_name, y.task_name),
+    }
+}
+
+fn text<'b>(batch: &'b Batch, k: &'static str, s: Span, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+    let s = batch.str(s);
+    if !s.is_empty() {
+        f(Key(k, ""), Val::Str(s));
+    }
+}
+
+/// The attributes of the file and the process writing it.
+fn each_of_file<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+    text(batch, "ray.component", e.component, f);
+    text(batch, "ray.session", e.session, f);
     let file = batch.str(e.file);
     if !file.is_empty() {
         f(Key("log.file.name", ""), Val::Str(file.rsplit('/').next().unwrap_or(file)));
@@ -115,13 +170,11 @@ pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, V
     if let Some(pid) = e.pid {
         f(Key("process.pid", ""), Val::Int(pid as i64));
     }
-    for field in [IdField::Job, IdField::Actor, IdField::Task] {
-        id(f, field);
-    }
-    text(f, "ray.submission_id", e.submission_id);
-    text(f, "ray.task_name", e.task_name);
-    text(f, "ray.actor_name", e.actor_name);
-    if !file.is_empty() {
+}
+
+/// The attributes of the record itself: its place, id, flags and the parser's pairs.
+pub fn each_of_record<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+    if !e.file.is_empty() {
         f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
     }
     f(Key("log.record.uid", ""), Val::Hex128(e.doc_id));

@@ -38,9 +38,6 @@ pub struct OtlpSink {
     cfg: OtlpConfig,
     encoder: Box<OtlpEncoder>,
     pacer: Pacer,
-    /// Bytes per record of the last request, to cut batches into requests under
-    /// `max_request_bytes` before encoding them.
-    record_bytes: usize,
 }
 
 /// How one request went.
@@ -49,18 +46,11 @@ enum Posted {
     Stored { bytes: usize, partial: Option<Partial> },
     /// 400 or 413: refused, perhaps only in part; the reason.
     Refused(String),
-    /// Not sent: larger than a second's worth at the pace a 429 set.
-    TooBig,
 }
 
 impl OtlpSink {
     pub fn new(cfg: OtlpConfig) -> OtlpSink {
-        OtlpSink {
-            encoder: Box::new(OtlpEncoder::new(&cfg)),
-            pacer: Pacer::new(cfg.max_bytes_per_second),
-            record_bytes: 0,
-            cfg,
-        }
+        OtlpSink { encoder: Box::new(OtlpEncoder::new(&cfg)), pacer: Pacer::new(cfg.max_bytes_per_second), cfg }
     }
 
     /// Sends the entries `only` selects (all when `None`). Returns the bytes sent.
@@ -71,15 +61,15 @@ impl OtlpSink {
             None => (0..batch.len() as u32).collect(),
         };
         let (mut bytes, mut budget, mut requests) = (0, SETTLE_BUDGET, 0);
-        // Cut by the last request's size per record, the first part sent first.
-        let per = (self.cfg.max_request_bytes / self.record_bytes.max(1)).max(1);
-        let mut todo: Vec<Vec<u32>> = all.chunks(per).rev().map(<[u32]>::to_vec).collect();
-        while let Some(part) = todo.pop() {
+        // Parts are popped from the end: the first records go first. A request
+        // takes what fits in `max_request_bytes` and leaves the rest as the next part.
+        let mut todo: Vec<Vec<u32>> = vec![all];
+        while let Some(mut part) = todo.pop() {
             if part.is_empty() {
                 continue;
             }
             requests += 1;
-            match self.post(batch, &part).await {
+            match self.post(batch, &mut part, &mut todo).await {
                 Ok(Posted::Stored { bytes: n, partial }) => {
                     bytes += n;
                     if let Some(p) = partial {
@@ -88,11 +78,6 @@ impl OtlpSink {
                 }
                 Ok(Posted::Refused(why)) if part.len() == 1 || budget == 0 => {
                     d.rejected.extend(part.iter().map(|&i| (i, DeadReason::Rejected, why.clone())));
-                }
-                Ok(Posted::TooBig) => {
-                    requests -= 1;
-                    let (a, b) = part.split_at(part.len() / 2);
-                    todo.extend([b.to_vec(), a.to_vec()]);
                 }
                 Ok(Posted::Refused(_)) => {
                     budget = budget.saturating_sub(1);
@@ -125,15 +110,22 @@ impl OtlpSink {
         Ok((d, bytes))
     }
 
-    /// One request of `part`.
-    async fn post(&mut self, batch: &Batch, part: &[u32]) -> Result<Posted, SendError> {
+    /// One request of the first records of `part` that fit in `max_request_bytes`
+    /// (and in a second's worth at the pace a 429 set): the others go back to `todo`
+    /// as the next part, and `part` keeps those sent.
+    async fn post(
+        &mut self,
+        batch: &Batch,
+        part: &mut Vec<u32>,
+        todo: &mut Vec<Vec<u32>>,
+    ) -> Result<Posted, SendError> {
+        let limit = self.cfg.max_request_bytes.min(self.pacer.max_bytes().unwrap_or(usize::MAX));
         let req = self
             .encoder
-            .encode(batch, part)
+            .encode(batch, part, limit)
             .map_err(|e| SendError::Transient(format!("cannot compress the request: {e}")))?;
-        self.record_bytes = req.raw_bytes / part.len().max(1);
-        if part.len() > 1 && (req.raw_bytes > self.cfg.max_request_bytes || self.pacer.too_big(req.raw_bytes)) {
-            return Ok(Posted::TooBig);
+        if req.records < part.len() {
+            todo.push(part.split_off(req.records));
         }
         let wait = self.pacer.wait_for(req.raw_bytes);
         if !wait.is_zero() {

@@ -1,31 +1,26 @@
-//! A gzip writer that compresses only what the encoder knows repeats.
+//! A gzip writer that compresses only what the encoder knows repeats, written as
+//! the encoder goes.
 //!
 //! An OTLP `LogRecord` carries every attribute of its record: the ids, the
 //! component, session, file name and path, pid. From one record of a file to the
 //! next those are the same bytes, and they are three quarters of the body (906 of
 //! the ~1,200 bytes of a record of a typical Ray tree, whose line is ~220). A
 //! general compressor (zlib's fastest level) spends 40% of the agent's CPU finding
-//! those repeats by hashing every position. The encoder already knows where they
-//! are: it compares each record's attributes with those of the last record of the
-//! same file ([`Copy`]). This writer emits each known repeat as a deflate match and
-//! everything else (the message, times, offsets, record ids) as stored (raw)
-//! blocks: a memcpy, and a CRC-32 over the whole body.
+//! those repeats by hashing every position. The encoder already knows them: a
+//! record whose file's attributes are those of the last record of the same file
+//! says so ([`GzWriter::repeat`]), and they go out as a deflate match without ever
+//! being written out; everything else (the message, times, offsets, record ids) is
+//! written straight into stored (raw) blocks ([`GzWriter::lit`]). What is left is a
+//! CRC-32 over the whole body and the bytes themselves.
 //!
 //! The output is plain RFC 1951/1952 gzip, readable by any decoder; it is larger
 //! than zlib's (the text is not entropy-coded), about the size of the logs
 //! themselves. `compression_level` picks zlib for fewer bytes at more CPU.
 //!
 //! Blocks: a stored block for each run of literals (at most 65,535 bytes), a block
-//! with the fixed Huffman codes of RFC 1951 §3.2.6 for each match, and an empty
-//! final stored block.
-
-/// `len` bytes at `at` of the body are the bytes `dist` before them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Copy {
-    pub at: usize,
-    pub len: usize,
-    pub dist: usize,
-}
+//! with the fixed Huffman codes of RFC 1951 §3.2.6 for each run of matches, and an
+//! empty final stored block. The request's head (whose lengths count every record)
+//! is written last, into room left before the records, as stored blocks of its own.
 
 /// Deflate's window: a match reaches at most this far back.
 pub const WINDOW: usize = 32 * 1024;
@@ -33,53 +28,182 @@ pub const WINDOW: usize = 32 * 1024;
 pub const MIN_COPY: usize = 16;
 const MAX_MATCH: usize = 258;
 const MAX_STORED: usize = 65_535;
+/// A stored block this long is closed at the next [`GzWriter::lit`], so blocks
+/// rarely need splitting.
+const CLOSE_STORED: usize = 32 * 1024;
+/// gzip's header: ID1 ID2, deflate, no flags, no mtime, no extra flags, OS unknown.
+const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
-/// Writes `raw` gzipped into `out`, with `copies` (in order, not overlapping, each
-/// within [`WINDOW`] and at least 3 bytes, as [`copies_ok`] checks in debug builds).
-pub fn write(raw: &[u8], copies: &[Copy], out: &mut Vec<u8>) {
-    debug_assert!(copies_ok(raw, copies));
-    // ID1 ID2, deflate, no flags, no mtime, no extra flags, OS unknown.
-    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
-    let mut w = Bits { out, acc: 0, n: 0 };
-    let mut at = 0;
-    for c in copies {
-        w.stored(&raw[at..c.at]);
-        w.matches(c.len, c.dist);
-        at = c.at + c.len;
-    }
-    w.stored(&raw[at..]);
-    // The final block: stored and empty.
-    w.put(1, 3);
-    w.align();
-    w.out.extend_from_slice(&[0, 0, 0xff, 0xff]);
-    let crc = crc32fast::hash(raw);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+/// Room [`GzWriter::finish`] needs before the first record for a head of `n` bytes.
+pub fn front_for(n: usize) -> usize {
+    HEADER.len() + n + 5 * n.div_ceil(MAX_STORED).max(1)
 }
 
-/// Whether `copies` are in order, apart, in the window and true of `raw`.
-pub fn copies_ok(raw: &[u8], copies: &[Copy]) -> bool {
-    let mut end = 0;
-    copies.iter().all(|c| {
-        let ok = c.at >= end
-            && c.len >= 3
-            && (1..=WINDOW).contains(&c.dist)
-            && c.dist <= c.at
-            && c.at + c.len <= raw.len()
-            && (0..c.len).all(|i| raw[c.at + i] == raw[c.at + i - c.dist]);
-        end = c.at + c.len;
-        ok
-    })
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Block {
+    /// Between blocks, on a byte boundary.
+    None,
+    /// A stored block whose data starts at `GzWriter::data`.
+    Stored,
+    /// A block of fixed codes, its end not written yet.
+    Fixed,
+}
+
+/// A gzip stream written as the encoder goes. The records go after `front` bytes
+/// left free for what precedes them (the request's head, whose lengths are known
+/// only at the end: [`GzWriter::finish`]).
+pub struct GzWriter {
+    bits: Bits,
+    block: Block,
+    /// Where the open stored block's data starts in `bits.out`.
+    data: usize,
+    front: usize,
+    crc: crc32fast::Hasher,
+    /// Uncompressed bytes of the closed blocks and matches.
+    done: usize,
+    /// The match being written (length, distance): repeats of one distance in a
+    /// row are one match.
+    pending: (usize, usize),
+}
+
+impl GzWriter {
+    pub fn new(mut out: Vec<u8>, front: usize) -> GzWriter {
+        out.clear();
+        out.resize(front, 0);
+        let bits = Bits { out, acc: 0, n: 0 };
+        GzWriter { bits, block: Block::None, data: 0, front, crc: crc32fast::Hasher::new(), done: 0, pending: (0, 0) }
+    }
+
+    /// The stream, to append literal bytes to.
+    pub fn lit(&mut self) -> &mut Vec<u8> {
+        if self.block == Block::Stored && self.bits.out.len() - self.data >= CLOSE_STORED {
+            self.close_stored();
+        }
+        if self.block != Block::Stored {
+            if self.block == Block::Fixed {
+                self.end_fixed();
+            }
+            self.bits.put(0, 3);
+            self.bits.align();
+            self.bits.out.extend_from_slice(&[0; 4]);
+            self.data = self.bits.out.len();
+            self.block = Block::Stored;
+        }
+        &mut self.bits.out
+    }
+
+    /// Appends `bytes`, which are the bytes written `dist` before: a match. At least
+    /// 3 bytes, `dist` within [`WINDOW`] and at least `bytes.len()`.
+    pub fn repeat(&mut self, bytes: &[u8], dist: usize) {
+        debug_assert!(bytes.len() >= 3 && (bytes.len()..=WINDOW).contains(&dist) && dist <= self.raw_len());
+        if self.block == Block::Stored {
+            self.close_stored();
+        }
+        if self.block == Block::None {
+            self.bits.put(0b010, 3);
+            self.block = Block::Fixed;
+        }
+        match &mut self.pending {
+            (len, d) if *d == dist => *len += bytes.len(),
+            pending => {
+                self.bits.matches(pending.0, pending.1);
+                *pending = (bytes.len(), dist);
+            }
+        }
+        self.crc.update(bytes);
+        self.done += bytes.len();
+    }
+
+    /// Ends the open block of fixed codes.
+    fn end_fixed(&mut self) {
+        let (len, dist) = std::mem::take(&mut self.pending);
+        self.bits.matches(len, dist);
+        self.bits.end_of_block();
+        self.block = Block::None;
+    }
+
+    /// Bytes written, before compression.
+    pub fn raw_len(&self) -> usize {
+        self.done + if self.block == Block::Stored { self.bits.out.len() - self.data } else { 0 }
+    }
+
+    /// Ends the open stored block, split in blocks of at most [`MAX_STORED`].
+    fn close_stored(&mut self) {
+        let out = &mut self.bits.out;
+        let n = out.len() - self.data;
+        self.crc.update(&out[self.data..]);
+        self.done += n;
+        self.block = Block::None;
+        if n <= MAX_STORED {
+            stored_len(&mut out[self.data - 4..self.data], n);
+            return;
+        }
+        // Rare (a record of more than 32 KiB): the first block's header byte holds
+        // bits of the block before; the next ones are a whole zero byte each.
+        let tail = out.split_off(self.data);
+        out.truncate(self.data - 4);
+        for (i, chunk) in tail.chunks(MAX_STORED).enumerate() {
+            if i > 0 {
+                out.push(0);
+            }
+            let at = out.len();
+            out.extend_from_slice(&[0; 4]);
+            stored_len(&mut out[at..], chunk.len());
+            out.extend_from_slice(chunk);
+        }
+    }
+
+    /// The whole gzip member: `head` (the bytes before the records) in stored blocks
+    /// in the free room, then the records, the final block and the trailer.
+    /// Returns the buffer and where the member starts in it.
+    pub fn finish(mut self, head: &[u8]) -> (Vec<u8>, usize) {
+        match self.block {
+            Block::Stored => self.close_stored(),
+            Block::Fixed => self.end_fixed(),
+            Block::None => {}
+        }
+        // The final block: stored and empty.
+        self.bits.put(1, 3);
+        self.bits.align();
+        self.bits.out.extend_from_slice(&[0, 0, 0xff, 0xff]);
+        let mut front = Vec::with_capacity(front_for(head.len()));
+        front.extend_from_slice(&HEADER);
+        for chunk in head.chunks(MAX_STORED) {
+            front.extend_from_slice(&[0; 5]);
+            let at = front.len() - 4;
+            stored_len(&mut front[at..], chunk.len());
+            front.extend_from_slice(chunk);
+        }
+        assert!(front.len() <= self.front, "room for the head was reserved");
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(head);
+        crc.combine(&self.crc);
+        let total = head.len() + self.done;
+        let mut out = self.bits.out;
+        out.extend_from_slice(&crc.finalize().to_le_bytes());
+        // ISIZE is the length modulo 2^32.
+        out.extend_from_slice(&(total as u32).to_le_bytes());
+        let start = self.front - front.len();
+        out[start..self.front].copy_from_slice(&front);
+        (out, start)
+    }
+}
+
+/// A stored block's LEN and NLEN.
+fn stored_len(at: &mut [u8], n: usize) {
+    let n = n as u16;
+    at[..2].copy_from_slice(&n.to_le_bytes());
+    at[2..4].copy_from_slice(&(!n).to_le_bytes());
 }
 
 /// Deflate's bit stream: least significant bit first.
-struct Bits<'a> {
-    out: &'a mut Vec<u8>,
+struct Bits {
+    out: Vec<u8>,
     acc: u64,
     n: u32,
 }
 
-impl Bits<'_> {
+impl Bits {
     fn put(&mut self, bits: u64, n: u32) {
         debug_assert!(n <= 32 && bits < 1 << n);
         self.acc |= bits << self.n;
@@ -99,21 +223,8 @@ impl Bits<'_> {
         (self.acc, self.n) = (0, 0);
     }
 
-    /// Non-final stored blocks holding `lit`.
-    fn stored(&mut self, lit: &[u8]) {
-        for chunk in lit.chunks(MAX_STORED) {
-            self.put(0, 3);
-            self.align();
-            let n = chunk.len() as u16;
-            self.out.extend_from_slice(&n.to_le_bytes());
-            self.out.extend_from_slice(&(!n).to_le_bytes());
-            self.out.extend_from_slice(chunk);
-        }
-    }
-
-    /// A non-final block of fixed codes: matches of `len` in all at `dist`.
+    /// Matches of `len` in all at `dist`, in the open block of fixed codes.
     fn matches(&mut self, mut len: usize, dist: usize) {
-        self.put(0b010, 3);
         while len > 0 {
             // A match is 3 to 258 bytes: never leave 1 or 2 for the last one.
             let take = if len <= MAX_MATCH {
@@ -127,7 +238,10 @@ impl Bits<'_> {
             self.distance(dist);
             len -= take;
         }
-        // End of block: symbol 256, seven zero bits.
+    }
+
+    /// End of a block of fixed codes: symbol 256, seven zero bits.
+    fn end_of_block(&mut self) {
         self.put(0, 7);
     }
 
@@ -211,40 +325,79 @@ mod tests {
         assert_eq!(distance_code(32768), (29, 8191, 13));
     }
 
+    /// What to write: literal bytes, or a repeat of `len` bytes from `dist` back.
+    enum Op<'a> {
+        Lit(&'a [u8]),
+        Rep(usize, usize),
+    }
+
+    /// The gzip member of `head` then `ops`, checked to be in `front`, and the bytes
+    /// it should hold.
+    fn write(head: &[u8], ops: &[Op<'_>]) -> (Vec<u8>, Vec<u8>) {
+        let front = front_for(head.len());
+        let mut w = GzWriter::new(vec![7; 3], front);
+        let mut raw = Vec::new();
+        for op in ops {
+            match *op {
+                Op::Lit(b) => {
+                    w.lit().extend_from_slice(b);
+                    raw.extend_from_slice(b);
+                }
+                Op::Rep(len, dist) => {
+                    let bytes = raw[raw.len() - dist..][..len].to_vec();
+                    w.repeat(&bytes, dist);
+                    raw.extend_from_slice(&bytes);
+                }
+            }
+            assert_eq!(w.raw_len(), raw.len());
+        }
+        let (out, start) = w.finish(head);
+        assert!(start <= front);
+        let mut want = head.to_vec();
+        want.extend_from_slice(&raw);
+        (out[start..].to_vec(), want)
+    }
+
     #[test]
     fn every_length_and_distance_round_trips_through_a_real_decoder() {
-        let mut raw: Vec<u8> = (0..WINDOW + 1).map(|i| (i * 7 % 251) as u8).collect();
-        let mut copies = Vec::new();
-        for (len, dist) in [(3, 1), (4, 2), (258, 258), (259, 3), (260, 100), (261, 7), (1000, WINDOW), (17, 5)] {
-            let at = raw.len();
-            for i in 0..len {
-                let b = raw[at + i - dist];
-                raw.push(b);
-            }
-            copies.push(Copy { at, len, dist });
-            raw.extend_from_slice(b"literal run between copies");
+        let base: Vec<u8> = (0..WINDOW + 1).map(|i| (i * 7 % 251) as u8).collect();
+        let mut ops = vec![Op::Lit(&base)];
+        for (len, dist) in [(3, 3), (4, 4), (258, 258), (259, 300), (260, 1000), (261, 700), (1000, WINDOW), (17, 17)] {
+            ops.push(Op::Rep(len, dist));
+            ops.push(Op::Lit(b"literal run between repeats"));
         }
-        assert!(copies_ok(&raw, &copies));
-        let mut out = Vec::new();
-        write(&raw, &copies, &mut out);
+        // Repeats in a row share one block of fixed codes, and one match when their
+        // distance is the same (here 300 bytes in all, more than one match holds).
+        ops.extend([Op::Rep(20, 40), Op::Rep(30, 300), Op::Rep(250, 300), Op::Rep(20, 300), Op::Lit(b"end")]);
+        let (out, raw) = write(b"head", &ops);
         assert_eq!(gunzip(&out), raw);
-        assert!(out.len() < raw.len(), "the copies were sent as matches");
+        assert!(out.len() < raw.len(), "the repeats were sent as matches");
     }
 
     #[test]
-    fn bodies_without_copies_and_empty_ones_are_valid_gzip() {
-        for raw in [Vec::new(), b"x".to_vec(), vec![0xAB; 3 * MAX_STORED + 17]] {
-            let mut out = Vec::new();
-            write(&raw, &[], &mut out);
-            assert_eq!(gunzip(&out), raw);
+    fn long_literals_empty_bodies_and_long_heads_are_valid_gzip() {
+        let long = vec![0xAB; 3 * MAX_STORED + 17];
+        let cases: [(&[u8], Vec<Op<'_>>); 5] = [
+            (b"", vec![]),
+            (b"h", vec![Op::Lit(b"x")]),
+            (b"h", vec![Op::Lit(&long)]),
+            (&long, vec![Op::Lit(b"abcdef"), Op::Rep(3, 6)]),
+            // A literal run that crosses the size at which blocks close.
+            (b"h", vec![Op::Lit(&long[..CLOSE_STORED - 1]), Op::Lit(b"xy"), Op::Lit(&long[..MAX_STORED + 1])]),
+        ];
+        for (head, ops) in cases {
+            let (out, raw) = write(head, &ops);
+            assert_eq!(gunzip(&out), raw, "head {} bytes, {} ops", head.len(), ops.len());
         }
     }
 
     #[test]
-    fn a_false_copy_is_caught() {
-        let raw = b"abcdefabcdeX";
-        assert!(copies_ok(raw, &[Copy { at: 6, len: 5, dist: 6 }]));
-        assert!(!copies_ok(raw, &[Copy { at: 6, len: 6, dist: 6 }]));
-        assert!(!copies_ok(raw, &[Copy { at: 6, len: 2, dist: 6 }]));
+    fn a_member_within_a_larger_buffer_is_checked_by_its_trailer() {
+        // A flipped byte in the records must fail the CRC: it covers head and records.
+        let (mut out, _) = write(b"head", &[Op::Lit(b"0123456789abcdef0123"), Op::Rep(16, 20)]);
+        let at = out.iter().position(|&b| b == b'5').unwrap();
+        out[at] = b'X';
+        let mut sink = Vec::new();
+        assert!(flate2::read::GzDecoder::new(&out[..]).read_to_end(&mut sink).is_err());
     }
 }

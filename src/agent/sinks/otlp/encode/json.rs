@@ -10,7 +10,9 @@ use crate::agent::batch::{Batch, BatchRecord};
 use crate::agent::sinks::otlp::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 
 impl OtlpEncoder {
-    pub(super) fn write_json(&mut self, out: &mut Vec<u8>, batch: &Batch, sel: &[u32]) {
+    /// The request as JSON, with the first entries of `sel` that fit in `limit`
+    /// bytes (at least one); returns how many.
+    pub(super) fn write_json(&mut self, out: &mut Vec<u8>, batch: &Batch, sel: &[u32], limit: usize) -> usize {
         out.extend_from_slice(b"{\"resourceLogs\":[{\"resource\":{\"attributes\":[");
         for (i, (k, v)) in self.resource(&batch.node).into_iter().enumerate() {
             if i > 0 {
@@ -23,14 +25,25 @@ impl OtlpEncoder {
         out.extend_from_slice(b",\"version\":");
         write_str(out, SCOPE_VERSION);
         out.extend_from_slice(b"},\"logRecords\":[");
-        let mut first = true;
-        for e in sel.iter().filter_map(|&i| batch.entries.get(i as usize)) {
-            if !std::mem::take(&mut first) {
-                out.push(b',');
+        const TAIL: &[u8] = b"]}]}]}";
+        let (mut taken, mut written) = (0, false);
+        for &i in sel {
+            if let Some(e) = batch.entries.get(i as usize) {
+                let at = out.len();
+                if written {
+                    out.push(b',');
+                }
+                json_record(out, batch, e);
+                if written && out.len() + TAIL.len() > limit {
+                    out.truncate(at);
+                    break;
+                }
+                written = true;
             }
-            json_record(out, batch, e);
+            taken += 1;
         }
-        out.extend_from_slice(b"]}]}]}");
+        out.extend_from_slice(TAIL);
+        taken
     }
 }
 

@@ -23,28 +23,35 @@
 //!   `ArrayValue.values` 1, `KeyValueList.values` 1.
 //!
 //! A `LogRecord`'s attributes are written before its other fields (any order is
-//! valid protobuf), so that what a record repeats of the last record of its file
-//! sits at a known place: [`Seen`] finds those runs while encoding, and [`gzip`]
-//! sends them as deflate matches (the default compression; `compression_level`
-//! hands the body to zlib instead).
+//! valid protobuf), and start with two runs that a record usually shares with the
+//! last record of its file ([`repeats`]): those are encoded once per file and sent
+//! as deflate matches ([`gzip`], the default compression) or copied (no
+//! compression, or `compression_level`, which hands the body to zlib). Each record's
+//! size is known before it is written (only its own attributes go through a
+//! scratch buffer), so nothing is moved or patched; the request's head, whose
+//! lengths count every record, is written last into room left before them.
 //!
 //! Buffers live in the encoder and are reused; per record nothing is allocated
 //! (an escaped string in a parser field is decoded into a reused scratch string).
 
 pub mod gzip;
 mod json;
+pub mod repeats;
 
 use std::io::Write;
 
+use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use raylog_parsers::json::Value;
 
 use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
-use crate::agent::batch::{Batch, BatchRecord, NodeIdentity, Span};
+use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
 pub use crate::agent::sinks::elasticsearch::encode::hex128;
 use crate::agent::sinks::pb;
+use gzip::GzWriter;
+use repeats::{Out, Plain, Repeats};
 
 /// The scope every record is sent under.
 pub const SCOPE_NAME: &str = "raylog";
@@ -52,9 +59,11 @@ pub const SCOPE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One encoded request.
 pub struct Request {
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// Bytes before compression.
     pub raw_bytes: usize,
+    /// How many of the entries asked for it holds: the first ones.
+    pub records: usize,
 }
 
 /// Reusable request builder.
@@ -63,13 +72,15 @@ pub struct OtlpEncoder {
     gzip: bool,
     /// zlib's level, when set; else [`gzip`] with the repeats found while encoding.
     level: Option<u32>,
-    /// The repeats of the last request's body (see [`Seen`]).
-    seen: Seen,
+    /// The runs of the request being written (see [`repeats`]).
+    pub(crate) repeats: Repeats,
     /// The configured resource attributes: `service.*` first (`services` of them),
     /// then `resource_attributes`.
     resource: Vec<(String, String)>,
     services: usize,
     raw: Vec<u8>,
+    /// A record's own attributes, written before its size is known.
+    own: Vec<u8>,
     scratch: String,
     /// Size of the last body, to size the next.
     last_len: usize,
@@ -87,10 +98,11 @@ impl OtlpEncoder {
             encoding: cfg.encoding,
             gzip: cfg.gzip,
             level: cfg.compression_level,
-            seen: Seen::default(),
+            repeats: Repeats::default(),
             resource,
             services,
             raw: Vec::new(),
+            own: Vec::new(),
             scratch: String::new(),
             last_len: 0,
         }
@@ -123,194 +135,156 @@ impl OtlpEncoder {
         out
     }
 
-    /// The request for the entries `sel` of `batch`, compressed as configured.
-    pub fn encode(&mut self, batch: &Batch, sel: &[u32]) -> std::io::Result<Request> {
+    /// The request for the entries `sel` of `batch`, compressed as configured: the
+    /// first of them that fit in `limit` bytes before compression (at least one).
+    pub fn encode(&mut self, batch: &Batch, sel: &[u32], limit: usize) -> std::io::Result<Request> {
+        if self.encoding == OtlpEncoding::Json {
+            let mut raw = std::mem::take(&mut self.raw);
+            raw.clear();
+            raw.reserve(self.last_len + self.last_len / 8);
+            let records = self.write_json(&mut raw, batch, sel, limit);
+            // Runs are known in the protobuf form only: the JSON form, unless a level
+            // is set, gets zlib's fastest.
+            return self.finish(raw, 0, self.level.or(Some(1)), records);
+        }
+        let (resource, scope) = self.head_parts(batch);
+        // The head's two lengths take at most 10 bytes each.
+        let most = pb::msg_field_len(resource.len()) + pb::msg_field_len(scope.len()) + 2 * (1 + 10);
+        if self.gzip && self.level.is_none() {
+            let mut w = GzWriter::new(Vec::with_capacity(self.last_len / 3 + 1024), gzip::front_for(most));
+            let records = self.write_records(&mut w, batch, sel, limit.saturating_sub(most));
+            let len = w.raw_len();
+            let head = head(&resource, &scope, len);
+            self.last_len = head.len() + len;
+            let (out, start) = w.finish(&head);
+            return Ok(Request { body: Bytes::from(out).slice(start..), raw_bytes: self.last_len, records });
+        }
         let mut raw = std::mem::take(&mut self.raw);
-        raw.clear();
-        raw.reserve(self.last_len + self.last_len / 8);
-        match self.encoding {
-            OtlpEncoding::Protobuf => self.write_protobuf(&mut raw, batch, sel),
-            OtlpEncoding::Json => self.write_json(&mut raw, batch, sel),
-        }
-        let raw_bytes = raw.len();
+        raw.reserve(self.last_len + self.last_len / 8 + most);
+        let mut p = Plain::new(raw, most);
+        let records = self.write_records(&mut p, batch, sel, limit.saturating_sub(most));
+        let head = head(&resource, &scope, p.raw_len());
+        let (raw, start) = p.finish(&head);
+        self.finish(raw, start, self.level, records)
+    }
+
+    /// The request of the body `raw[start..]`: gzipped at zlib's `level` if
+    /// compressing, else as it is.
+    fn finish(&mut self, raw: Vec<u8>, start: usize, level: Option<u32>, records: usize) -> std::io::Result<Request> {
+        let raw_bytes = raw.len() - start;
         self.last_len = raw_bytes;
-        // Repeats are found in the protobuf form only: the JSON form, unless a level
-        // is set, gets zlib's fastest.
-        let level = match self.encoding {
-            OtlpEncoding::Protobuf => self.level,
-            OtlpEncoding::Json => Some(self.level.unwrap_or(1)),
+        if !self.gzip {
+            return Ok(Request { body: Bytes::from(raw).slice(start..), raw_bytes, records });
+        }
+        let mut gz = GzEncoder::new(Vec::with_capacity(raw_bytes / 6 + 64), Compression::new(level.unwrap_or(1)));
+        gz.write_all(&raw[start..])?;
+        let body = gz.finish()?;
+        self.raw = raw;
+        Ok(Request { body: body.into(), raw_bytes, records })
+    }
+
+    /// The bodies of the request's `Resource` and `InstrumentationScope`.
+    fn head_parts(&self, batch: &Batch) -> (Vec<u8>, Vec<u8>) {
+        let mut resource = Vec::new();
+        for (k, v) in self.resource(&batch.node) {
+            pb_str_attr(&mut resource, 1, Key("", k), v);
+        }
+        let mut scope = Vec::new();
+        pb::str_field(&mut scope, 1, SCOPE_NAME.as_bytes());
+        pb::str_field(&mut scope, 2, SCOPE_VERSION.as_bytes());
+        (resource, scope)
+    }
+
+    /// The `LogRecord`s of `sel`, in order, while they fit in `limit` bytes (the
+    /// first one whatever its size). Returns how many of `sel` are written.
+    fn write_records(&mut self, o: &mut impl Out, batch: &Batch, sel: &[u32], limit: usize) -> usize {
+        let mut rec = Rec {
+            repeats: std::mem::take(&mut self.repeats),
+            own: std::mem::take(&mut self.own),
+            scratch: std::mem::take(&mut self.scratch),
         };
-        let body = match (self.gzip, level) {
-            (false, _) => raw,
-            (true, Some(level)) => {
-                let mut gz = GzEncoder::new(Vec::with_capacity(raw_bytes / 6 + 64), Compression::new(level));
-                gz.write_all(&raw)?;
-                let body = gz.finish()?;
-                self.raw = raw;
-                body
-            }
-            (true, None) => {
-                let mut body = Vec::with_capacity(raw_bytes / 3 + 64);
-                gzip::write(&raw, &self.seen.copies, &mut body);
-                self.raw = raw;
-                body
-            }
-        };
-        Ok(Request { body, raw_bytes })
-    }
-
-    fn write_protobuf(&mut self, raw: &mut Vec<u8>, batch: &Batch, sel: &[u32]) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let mut seen = std::mem::take(&mut self.seen);
-        seen.clear();
-        let resource = self.resource(&batch.node);
-        // The two outer messages hold nearly the whole request: room for the length
-        // the last request needed (3 bytes: up to 2 MiB, 4: up to 256 MiB), so a body
-        // of megabytes is not moved to make room twice per request.
-        let outer = pb::varint_len(self.last_len as u64).max(3);
-        let mut records_end = 0;
-        pb::nested(raw, 1, outer, |raw| {
-            pb::nested(raw, 1, 2, |raw| {
-                for (k, v) in &resource {
-                    pb_str_attr(raw, 1, Key("", k), v);
+        rec.repeats.clear();
+        let (mut taken, mut written) = (0, false);
+        for &i in sel {
+            if let Some(e) = batch.entries.get(i as usize) {
+                if !rec.write(o, batch, i, e, if written { limit } else { usize::MAX }) {
+                    break;
                 }
-            });
-            pb::nested(raw, 2, outer, |raw| {
-                pb::nested(raw, 1, 1, |raw| {
-                    pb::str_field(raw, 1, SCOPE_NAME.as_bytes());
-                    pb::str_field(raw, 2, SCOPE_VERSION.as_bytes());
-                });
-                for e in sel.iter().filter_map(|&i| batch.entries.get(i as usize)) {
-                    pb_record(raw, &mut scratch, batch, e, &mut seen);
-                }
-                records_end = raw.len();
-            });
+                written = true;
+            }
+            taken += 1;
+        }
+        (self.repeats, self.own, self.scratch) = (rec.repeats, rec.own, rec.scratch);
+        taken
+    }
+}
+
+/// Everything before the records: `ExportLogsServiceRequest.resource_logs` (1), and
+/// in it the `Resource` (1) and `ScopeLogs` (2) with its scope (1); the records
+/// (`ScopeLogs.log_records`, 2) are the rest of it.
+fn head(resource: &[u8], scope: &[u8], records: usize) -> Vec<u8> {
+    let scope_logs = pb::msg_field_len(scope.len()) + records;
+    let resource_logs = pb::msg_field_len(resource.len()) + pb::msg_field_len(scope_logs);
+    let mut out = Vec::with_capacity(resource.len() + scope.len() + 32);
+    pb::key(&mut out, 1, pb::LEN);
+    pb::varint(&mut out, resource_logs as u64);
+    pb::key(&mut out, 1, pb::LEN);
+    pb::varint(&mut out, resource.len() as u64);
+    out.extend_from_slice(resource);
+    pb::key(&mut out, 2, pb::LEN);
+    pb::varint(&mut out, scope_logs as u64);
+    pb::key(&mut out, 1, pb::LEN);
+    pb::varint(&mut out, scope.len() as u64);
+    out.extend_from_slice(scope);
+    out
+}
+
+/// The buffers of the record writer.
+struct Rec {
+    repeats: Repeats,
+    own: Vec<u8>,
+    scratch: String,
+}
+
+impl Rec {
+    /// One `LogRecord` (field 2 of `ScopeLogs`): the hot path. The runs of its file
+    /// first (see [`repeats`]), then its own attributes, time, severity and body.
+    /// Writes nothing and returns false if the body would pass `limit` bytes.
+    fn write(&mut self, o: &mut impl Out, batch: &Batch, i: u32, e: &BatchRecord, limit: usize) -> bool {
+        let Rec { repeats, own, scratch } = self;
+        let slot = repeats.update(batch, i, e, &mut |run, buf| {
+            attrs::each_in_run(run, batch, e, &mut |k, v| pb_attr(buf, scratch, 6, k, v, 0));
         });
-        // Had an outer length needed more or fewer bytes than guessed, every record
-        // moved by as many: nothing is written after the records.
-        let moved = raw.len() as isize - records_end as isize;
-        for c in &mut seen.copies {
-            c.at = c.at.wrapping_add_signed(moved);
-        }
-        self.seen = seen;
-        self.scratch = scratch;
-    }
-}
-
-/// Where the attributes of the last few records are, to find what each record
-/// repeats: each attribute is looked for among those of the last record of the same
-/// file (records of a few files take turns in a batch read in time order), in order,
-/// allowing for attributes one of the two lacks.
-#[derive(Default)]
-struct Seen {
-    copies: Vec<gzip::Copy>,
-    /// (file, where its attributes start, each one's place from there and length).
-    recent: [(Span, usize, Attrs); 4],
-    next: usize,
-    /// The attributes of the record being written, from the start of its body.
-    cur: Attrs,
-}
-
-/// A record's attributes: each one's place from the first and its length.
-type Attrs = Vec<(u32, u32)>;
-
-impl Seen {
-    /// Forgets the last request.
-    fn clear(&mut self) {
-        self.copies.clear();
-        self.recent.iter_mut().for_each(|(_, _, list)| list.clear());
-        self.cur.clear();
-    }
-
-    /// Finds the repeats of the record of `file` whose attributes (listed in `cur`)
-    /// start at `at`.
-    fn note(&mut self, raw: &[u8], batch: &Batch, file: Span, at: usize) {
-        let n = self.recent.len();
-        let last = (self.next + n - 1) % n;
-        let same = (0..n).map(|i| (last + n - i) % n).find(|&i| {
-            let (f, _, list) = &self.recent[i];
-            !list.is_empty() && (*f == file || batch.str(*f) == batch.str(file))
-        });
-        let (_, base, prev) = &self.recent[same.unwrap_or(last)];
-        let first = self.copies.len();
-        let mut j = 0;
-        for &(rel, len) in &self.cur {
-            let (s, len) = (at + rel as usize, len as usize);
-            let found = (j..prev.len().min(j + 3))
-                .find(|&k| prev[k].1 as usize == len && same_bytes(raw, base + prev[k].0 as usize, s, len));
-            let Some(k) = found else { continue };
-            j = k + 1;
-            let dist = s - (base + prev[k].0 as usize);
-            if dist > gzip::WINDOW {
-                continue;
-            }
-            match self.copies.last_mut() {
-                Some(c) if c.at + c.len == s && c.dist == dist => c.len += len,
-                _ => self.copies.push(gzip::Copy { at: s, len, dist }),
-            }
-        }
-        // A short repeat costs more as a match than as literals.
-        let mut kept = first;
-        for i in first..self.copies.len() {
-            if self.copies[i].len >= gzip::MIN_COPY {
-                self.copies[kept] = self.copies[i];
-                kept += 1;
-            }
-        }
-        self.copies.truncate(kept);
-        let slot = same.unwrap_or(self.next);
-        if same.is_none() {
-            self.next = (self.next + 1) % n;
-        }
-        let (f, base, list) = &mut self.recent[slot];
-        (*f, *base) = (file, at);
-        std::mem::swap(list, &mut self.cur);
-        self.cur.clear();
-    }
-}
-
-/// Whether the `len` bytes at `a` and at `b` are the same. Values that differ
-/// mostly differ at their end (ids, offsets): that is looked at first.
-fn same_bytes(raw: &[u8], a: usize, b: usize, len: usize) -> bool {
-    if len >= 8 {
-        let tail = |p: usize| u64::from_le_bytes(raw[p + len - 8..p + len].try_into().unwrap());
-        if tail(a) != tail(b) {
+        own.clear();
+        attrs::each_of_record(batch, e, &mut |k, v| pb_attr(own, scratch, 6, k, v, 0));
+        let msg = batch.str(e.message).as_bytes();
+        let any = 1 + pb::varint_len(msg.len() as u64) + msg.len();
+        // Times are a key and 8 bytes; a level is its number (under 128) and its word.
+        let level = e.level.map_or(0, |l| 2 + 2 + l.as_str().len());
+        let len = repeats.len(slot) + own.len() + 9 + level + pb::msg_field_len(any) + 9;
+        if o.raw_len() + pb::msg_field_len(len) > limit {
             return false;
         }
-    }
-    raw[a..a + len] == raw[b..b + len]
-}
-
-/// One `LogRecord` (field 2 of `ScopeLogs`): the hot path. Its attributes come
-/// first (protobuf allows any field order), so the run repeated from the record
-/// before starts at a known place.
-fn pb_record(raw: &mut Vec<u8>, scratch: &mut String, batch: &Batch, e: &BatchRecord, seen: &mut Seen) {
-    let start = raw.len();
-    // Records of 128 B to 16 KiB take a 2-byte length.
-    pb::nested(raw, 2, 2, |raw| {
-        let at = raw.len();
-        let cur = &mut seen.cur;
-        attrs::each(batch, e, &mut |k, v| {
-            let s = raw.len();
-            pb_attr(raw, scratch, 6, k, v, 0);
-            // A record is under 4 GiB: `max_line_bytes` bounds it.
-            cur.push(((s - at) as u32, (raw.len() - s) as u32));
-        });
-        pb::fixed64(raw, 1, attrs::record_time(e));
+        let out = o.lit();
+        pb::key(out, 2, pb::LEN);
+        pb::varint(out, len as u64);
+        repeats.write(slot, o);
+        let out = o.lit();
+        let start = out.len();
+        out.extend_from_slice(own);
+        pb::fixed64(out, 1, attrs::record_time(e));
         if let Some(l) = e.level {
-            pb::key(raw, 2, pb::VARINT);
-            raw.push(attrs::severity_number(l));
-            pb::str_field(raw, 3, l.as_str().as_bytes());
+            pb::key(out, 2, pb::VARINT);
+            out.push(attrs::severity_number(l));
+            pb::str_field(out, 3, l.as_str().as_bytes());
         }
-        let msg = batch.str(e.message).as_bytes();
-        pb::key(raw, 5, pb::LEN);
-        pb::varint(raw, (1 + pb::varint_len(msg.len() as u64) + msg.len()) as u64);
-        pb::bytes_always(raw, 1, msg);
-        pb::fixed64(raw, 11, e.observed_ns.max(0) as u64);
-    });
-    // The key byte, then the length: its size is known only now.
-    let len_bytes = raw[start + 1..].iter().position(|b| b & 0x80 == 0).map_or(1, |p| p + 1);
-    seen.note(raw, batch, e.file, start + 1 + len_bytes);
+        pb::key(out, 5, pb::LEN);
+        pb::varint(out, any as u64);
+        pb::bytes_always(out, 1, msg);
+        pb::fixed64(out, 11, e.observed_ns.max(0) as u64);
+        debug_assert_eq!(out.len() - start, len - repeats.len(slot), "the record's size was known");
+        true
+    }
 }
 
 /// A `KeyValue` whose value is a string (sizes known up front: no length to patch).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use raylog_parsers::{classify, Correlator, FileParser, Options};
 use serde_json::{json, Value};
 
-use super::{gzip, OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
+use super::{OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
 use crate::agent::config::values::Problems;
 use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
@@ -267,7 +267,7 @@ pub fn config_at(endpoint: &str, extra: &str) -> OtlpConfig {
 
 fn encode(extra: &str, b: &Batch) -> Vec<u8> {
     let sel: Vec<u32> = (0..b.len() as u32).collect();
-    OtlpEncoder::new(&config(extra)).encode(b, &sel).unwrap().body
+    OtlpEncoder::new(&config(extra)).encode(b, &sel, usize::MAX).unwrap().body.to_vec()
 }
 
 #[test]
@@ -474,25 +474,126 @@ fn interleaved_batch() -> Batch {
     b
 }
 
+/// The uncompressed body of `b` written with no run repeated.
+fn without_repeats(b: &Batch) -> Vec<u8> {
+    let sel: Vec<u32> = (0..b.len() as u32).collect();
+    let mut enc = OtlpEncoder::new(&config("compression = \"none\""));
+    enc.repeats.off = true;
+    enc.encode(b, &sel, usize::MAX).unwrap().body.to_vec()
+}
+
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(body).read_to_end(&mut plain).expect("valid gzip");
+    plain
+}
+
 #[test]
 fn the_gzip_body_sends_each_files_repeated_attributes_as_matches() {
     let b = interleaved_batch();
     assert!(b.len() >= 290, "{} records", b.len());
     let raw = encode("compression = \"none\"", &b);
-    let sel: Vec<u32> = (0..b.len() as u32).collect();
-    let mut enc = OtlpEncoder::new(&config(""));
-    let body = enc.encode(&b, &sel).unwrap().body;
-    assert!(gzip::copies_ok(&enc.raw, &enc.seen.copies), "every match repeats what it says");
-    assert!(enc.seen.copies.len() >= b.len() - 4, "about a match per record: {}", enc.seen.copies.len());
-    let mut plain = Vec::new();
-    flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut plain).unwrap();
-    assert_eq!(plain, raw, "the gzip body is the protobuf body");
+    assert_eq!(raw, without_repeats(&b), "a run copied is the run a record has");
+    let body = encode("", &b);
+    assert_eq!(gunzip(&body), raw, "the gzip body is the protobuf body");
     // Each record repeats its file's ids, names and path: most of its bytes.
     assert!(body.len() * 2 < raw.len(), "{} bytes gzipped of {}", body.len(), raw.len());
     // zlib's level, when set, compresses the same body further.
     let zlib = encode("compression_level = 6", &b);
-    let mut plain = Vec::new();
-    flate2::read::GzDecoder::new(&zlib[..]).read_to_end(&mut plain).unwrap();
-    assert_eq!(plain, raw);
+    assert_eq!(gunzip(&zlib), raw);
     assert!(zlib.len() < body.len());
+}
+
+/// Records of more files than the encoder keeps runs for, in turns, with ids that
+/// change from line to line and lines that push a file's last record out of
+/// deflate's window.
+fn many_files_batch() -> Batch {
+    let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
+    let mut b = Batch::new(1, node);
+    let names: Vec<String> = (0..40)
+        .map(|k| match k % 4 {
+            0 => format!("raylet.out.{k}"),
+            _ => format!("worker-{:056x}-0100000{}-{}.out", k * 7919, k % 3, 5000 + k),
+        })
+        .collect();
+    let mut parsers: Vec<FileParser> = names
+        .iter()
+        .map(|name| {
+            let mut meta = classify(name, Some(SESSION));
+            meta.path = (name.len() % 2 == 0).then(|| format!("/tmp/ray/{SESSION}/logs/{name}"));
+            FileParser::new(meta, None, None)
+        })
+        .collect();
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    let mut x: u64 = 7;
+    for i in 0..2_000u64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        // Mostly a few files at a time, now and then any of them.
+        let k =
+            if x >> 60 == 0 { (x >> 32) as usize % names.len() } else { (i / 50) as usize % 6 + (x >> 62) as usize };
+        let line = match (k % 4, x >> 58) {
+            (0, n) => format!("[2026-11-30 10:21:{:02},080 I 4034 4034] node_manager.cc:{i}: worker_id={:056x} task_id={:048x} lease {i}\n", i % 60, n % 3, i / 7),
+            (_, 0) => format!("{}\n", "big".repeat(12_000)),
+            (_, n) => format!("step {i}: loss {n}\n"),
+        };
+        let name = &names[k];
+        let mut push =
+            |r: &raylog_parsers::Record<'_>| b.push(r, 1_764_600_000_000_000_000, doc_id(name, r.offset, r.message));
+        parsers[k].push(line.as_bytes(), &mut corr, &opts, &mut push);
+    }
+    for (k, p) in parsers.iter_mut().enumerate() {
+        let name = &names[k];
+        p.finish(&mut corr, &opts, &mut |r| b.push(r, 1_764_600_000_000_000_000, doc_id(name, r.offset, r.message)));
+    }
+    b
+}
+
+#[test]
+fn runs_kept_for_many_files_changing_ids_and_far_repeats_give_the_same_body() {
+    let b = many_files_batch();
+    assert!(b.len() >= 1_900, "{} records", b.len());
+    let raw = encode("compression = \"none\"", &b);
+    assert_eq!(raw, without_repeats(&b));
+    let body = encode("", &b);
+    assert_eq!(gunzip(&body), raw);
+    assert!(body.len() < raw.len());
+    let req = decode_pb(&raw);
+    assert_eq!(req.records.len(), b.len());
+    assert_eq!(req, decode_json(&encode("compression = \"none\"\nencoding = \"json\"", &b)));
+    // A record's size and the head's lengths are right for a body of several MiB too.
+    let sel: Vec<u32> = (0..b.len() as u32).rev().collect();
+    let mut enc = OtlpEncoder::new(&config(""));
+    let req = enc.encode(&b, &sel, usize::MAX).unwrap();
+    assert_eq!(decode_pb(&gunzip(&req.body)).records.len(), b.len());
+    assert_eq!(gunzip(&req.body).len(), req.raw_bytes);
+}
+
+#[test]
+fn a_request_takes_the_records_that_fit_in_its_limit() {
+    let b = many_files_batch();
+    for extra in ["", "compression = \"none\"", "encoding = \"json\"", "compression_level = 1"] {
+        let mut enc = OtlpEncoder::new(&config(extra));
+        let (all, limit): (Vec<u32>, usize) = ((0..b.len() as u32).collect(), 64 << 10);
+        let (mut rest, mut seen, mut requests) = (&all[..], Vec::new(), 0);
+        while !rest.is_empty() {
+            let req = enc.encode(&b, rest, limit).unwrap();
+            assert!(req.records >= 1, "{extra}: at least one record");
+            let body = if extra.contains("none") { req.body.to_vec() } else { gunzip(&req.body) };
+            assert_eq!(body.len(), req.raw_bytes, "{extra}");
+            let records = if extra.contains("json") { decode_json(&body).records } else { decode_pb(&body).records };
+            assert_eq!(records.len(), req.records, "{extra}");
+            // Only a record larger than the limit on its own makes a larger request.
+            assert!(req.raw_bytes <= limit || req.records == 1, "{extra}: {} bytes", req.raw_bytes);
+            seen.extend(records.into_iter().map(|r| r.attrs["log.record.uid"].clone()));
+            rest = &rest[req.records..];
+            requests += 1;
+        }
+        assert!(requests > 5, "{extra}: {requests} requests");
+        let want: Vec<_> = decode_pb(&encode("compression = \"none\"", &b))
+            .records
+            .into_iter()
+            .map(|r| r.attrs["log.record.uid"].clone())
+            .collect();
+        assert_eq!(seen, want, "{extra}: every record once, in order");
+    }
 }
