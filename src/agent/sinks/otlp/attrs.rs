@@ -82,15 +82,20 @@ const ID_KEYS: [&str; 5] = ["ray.node_id", "ray.job_id", "ray.worker_id", "ray.a
 /// What stays the same from one record of a file to the next comes first, in
 /// [`RUNS`] runs ([`each_in_run`]): the file, its stream and pid; then each id with
 /// its name (the ids of a Ray process's own logs change from line to line, each at
-/// its own pace); then what changes every record ([`each_of_record`]). The protobuf
+/// its own pace); then what changes every record (its id, then [`each_of_record`]). The protobuf
 /// encoder sends a run that says the same as in the last record of the same file as
 /// a repeat of it (see `encode::repeats`).
 pub fn each<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
     for run in 0..RUNS {
         each_in_run(run, batch, e, f);
     }
+    f(Key(UID_KEY, ""), Val::Hex128(e.doc_id));
     each_of_record(batch, e, f);
 }
+
+/// The attribute after the runs: the record's id, whose key and framing the
+/// protobuf encoder sends with the runs (the id is 32 hex digits in every record).
+pub const UID_KEY: &str = "log.record.uid";
 
 /// Runs of attributes that [`each_in_run`] writes and [`same_in_run`] compares.
 pub const RUNS: usize = 6;
@@ -172,12 +177,12 @@ fn each_of_file<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b
     }
 }
 
-/// The attributes of the record itself: its place, id, flags and the parser's pairs.
+/// The attributes of the record itself after its id ([`UID_KEY`]): its place, flags
+/// and the parser's pairs.
 pub fn each_of_record<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
     if !e.file.is_empty() {
         f(Key("ray.offset", ""), Val::Int(e.offset.min(i64::MAX as u64) as i64));
     }
-    f(Key("log.record.uid", ""), Val::Hex128(e.doc_id));
     if e.inferred {
         f(Key("ray.timestamp_inferred", ""), Val::Bool(true));
     }

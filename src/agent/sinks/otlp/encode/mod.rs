@@ -252,10 +252,12 @@ impl Rec {
     /// Writes nothing and returns false if the body would pass `limit` bytes.
     fn write(&mut self, o: &mut impl Out, batch: &Batch, i: u32, e: &BatchRecord, limit: usize) -> bool {
         let Rec { repeats, own, scratch } = self;
-        let slot = repeats.update(batch, i, e, &mut |run, buf| {
-            attrs::each_in_run(run, batch, e, &mut |k, v| pb_attr(buf, scratch, 6, k, v, 0));
+        let slot = repeats.update(batch, i, e, &mut |run, buf| match run {
+            attrs::RUNS => uid_framing(buf),
+            run => attrs::each_in_run(run, batch, e, &mut |k, v| pb_attr(buf, scratch, 6, k, v, 0)),
         });
         own.clear();
+        own.extend_from_slice(hex128(&mut [0; 32], e.doc_id).as_bytes());
         attrs::each_of_record(batch, e, &mut |k, v| pb_attr(own, scratch, 6, k, v, 0));
         let msg = batch.str(e.message).as_bytes();
         let any = 1 + pb::varint_len(msg.len() as u64) + msg.len();
@@ -285,6 +287,14 @@ impl Rec {
         debug_assert_eq!(out.len() - start, len - repeats.len(slot), "the record's size was known");
         true
     }
+}
+
+/// A record's `log.record.uid` attribute up to its value, 32 hex digits: the
+/// same bytes in every record.
+fn uid_framing(out: &mut Vec<u8>) {
+    let mut attr = Vec::with_capacity(64);
+    pb_str_attr(&mut attr, 6, Key(attrs::UID_KEY, ""), "0123456789abcdef0123456789abcdef");
+    out.extend_from_slice(&attr[..attr.len() - 32]);
 }
 
 /// A `KeyValue` whose value is a string (sizes known up front: no length to patch).

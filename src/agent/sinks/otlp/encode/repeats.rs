@@ -9,6 +9,9 @@
 //! [`attrs::same_in_run`]) is not encoded again: the gzip body ([`GzWriter`]) sends
 //! it as a deflate match of its last copy, the plain body copies the kept bytes.
 //! Both bodies are the same protobuf, byte for byte.
+//!
+//! After the runs, every slot holds one more: the key and framing of the record's
+//! id (`log.record.uid`), the same in every record, so it extends the match.
 
 use raylog_parsers::id::IdHasher;
 use std::hash::Hasher;
@@ -82,6 +85,8 @@ impl Out for Plain {
 /// Files whose runs are kept. More would rarely help: at ~900 bytes a record, the
 /// last record of a file that many files back is past deflate's 32 KiB window.
 const SLOTS: usize = 32;
+/// The runs of [`attrs::each_in_run`] and the record id's framing.
+pub const RUNS: usize = attrs::RUNS + 1;
 /// `Slot::at` of a run not written since it was encoded.
 const NOWHERE: usize = usize::MAX;
 
@@ -109,11 +114,22 @@ struct Slot {
     used: u64,
     bytes: Vec<u8>,
     /// Where each run ends in `bytes`.
-    ends: [usize; attrs::RUNS],
+    ends: [usize; RUNS],
     /// The entry each run was encoded from (valid while `used` is not 0).
-    from: [u32; attrs::RUNS],
+    from: [u32; RUNS],
     /// Where each run was last written, or [`NOWHERE`].
-    at: [usize; attrs::RUNS],
+    at: [usize; RUNS],
+    /// Each run's version before (a Ray process's log names an id in one line and
+    /// none in the next, or two ids in turns).
+    before: [Before; RUNS],
+}
+
+/// A run's version before the one in [`Slot::bytes`].
+#[derive(Default)]
+struct Before {
+    bytes: Vec<u8>,
+    from: u32,
+    at: usize,
 }
 
 impl Slot {
@@ -161,17 +177,28 @@ impl Repeats {
     ) -> usize {
         let s = self.find(batch, e);
         let slot = &mut self.slots[s];
-        for r in 0..attrs::RUNS {
-            let same =
-                (batch.entries.get(slot.from[r] as usize)).is_some_and(|was| attrs::same_in_run(r, batch, was, e));
-            if !same {
-                self.run.clear();
-                encode(r, &mut self.run);
+        for r in 0..RUNS {
+            let same_as = |from: u32| {
+                (batch.entries.get(from as usize))
+                    .is_some_and(|was| r == attrs::RUNS || attrs::same_in_run(r, batch, was, e))
+            };
+            if !same_as(slot.from[r]) {
                 let range = slot.run(r);
+                let before = &mut slot.before[r];
+                self.run.clear();
+                if same_as(before.from) {
+                    // Back to the version before: its bytes, and where they were written.
+                    self.run.extend_from_slice(&before.bytes);
+                } else {
+                    encode(r, &mut self.run);
+                    before.at = NOWHERE;
+                }
+                before.bytes.clear();
+                before.bytes.extend_from_slice(&slot.bytes[range.clone()]);
+                (before.from, before.at, slot.at[r]) = (slot.from[r], slot.at[r], before.at);
                 let grown = self.run.len() as isize - range.len() as isize;
                 replace(&mut slot.bytes, range, &self.run);
                 slot.ends[r..].iter_mut().for_each(|end| *end = end.wrapping_add_signed(grown));
-                slot.at[r] = NOWHERE;
             }
             slot.from[r] = i;
         }
@@ -200,8 +227,9 @@ impl Repeats {
         if found.is_none() {
             // Made from `e` by `update`: its runs are compared with nothing.
             slot.bytes.clear();
-            slot.ends = [0; attrs::RUNS];
-            slot.from = [u32::MAX; attrs::RUNS];
+            slot.ends = [0; RUNS];
+            slot.from = [u32::MAX; RUNS];
+            slot.before.iter_mut().for_each(|b| b.from = u32::MAX);
         }
         (slot.file, slot.hash, slot.used) = (e.file, hash, self.clock);
         self.last = s;
@@ -226,14 +254,14 @@ impl Repeats {
             (!self.off && slot.at[r] != NOWHERE && dist <= WINDOW).then_some(dist)
         };
         let mut r = 0;
-        while r < attrs::RUNS {
+        while r < RUNS {
             if slot.run(r).is_empty() {
                 r += 1;
                 continue;
             }
             let d = dist(slot, r);
             let mut end = r + 1;
-            while end < attrs::RUNS && (slot.run(end).is_empty() || dist(slot, end) == d) {
+            while end < RUNS && (slot.run(end).is_empty() || dist(slot, end) == d) {
                 end += 1;
             }
             let bytes = &slot.bytes[slot.run(r).start..slot.run(end - 1).end];
@@ -244,7 +272,7 @@ impl Repeats {
             }
             r = end;
         }
-        for r in 0..attrs::RUNS {
+        for r in 0..RUNS {
             slot.at[r] = base + slot.run(r).start;
         }
     }
