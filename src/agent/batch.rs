@@ -122,6 +122,11 @@ pub struct NodeIdentity {
 }
 
 impl NodeIdentity {
+    /// `,"node":…,"cluster":…,"labels":{…}`: what ends every record's JSON.
+    pub fn json_members(&self) -> &str {
+        &self.json_members
+    }
+
     pub fn new(
         name: String,
         cluster: Option<String>,
@@ -221,6 +226,11 @@ impl Batch {
     pub fn id(&self, e: &BatchRecord, field: IdField) -> Option<&str> {
         let s = e.ids[field as usize];
         (!s.is_empty()).then(|| self.str(s))
+    }
+
+    /// Every entry's NDJSON object, side by side (entry `e`'s is at `e.json`).
+    pub fn json_buffer(&self) -> &[u8] {
+        &self.json
     }
 
     /// The NDJSON object of `e` (node identity included).

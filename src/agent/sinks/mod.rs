@@ -12,6 +12,7 @@
 
 pub mod dead_letter;
 pub mod elasticsearch;
+pub mod gzip;
 pub mod http;
 pub mod loki;
 pub mod ndjson;

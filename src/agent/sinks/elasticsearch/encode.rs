@@ -13,21 +13,27 @@
 //! selection passed to [`BulkEncoder::encode`].
 //!
 //! The encoder keeps its buffers between requests; per record it only appends bytes.
-//! With gzip, the NDJSON is compressed as it is written, through a small staging
-//! buffer that stays in cache, so the uncompressed body (several times the
-//! compressed one) never exists whole.
+//! By default gzip is raylog's own ([`super::runs`]): what each document repeats of
+//! the one before (the action, its file's members, its ids, the node) goes as a
+//! deflate match, the rest as stored bytes, written as it goes. With
+//! `compression_level`, zlib compresses the NDJSON as it is written, through a
+//! small staging buffer that stays in cache, so the uncompressed body (several
+//! times the compressed one) never exists whole.
 //! The action prefix (`{"create":{"_index":"…","_id":"`) is cached per UTC day, which
 //! is all a dated index pattern can change.
 
 use std::io::Write;
 
+use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use raylog_parsers::time::civil_from_days;
 use raylog_parsers::Timestamp;
 
-use super::config::EsTarget;
+use super::config::{EsTarget, Gzip};
+use super::runs::{Doc, Runs};
 use crate::agent::batch::Batch;
+use crate::agent::sinks::gzip::{self, GzWriter};
 
 const NANOS_PER_DAY: i64 = 86_400 * 1_000_000_000;
 
@@ -45,22 +51,28 @@ pub struct BulkEncoder {
     /// Action line up to the `_id` value, for `prefix_day`.
     prefix: Vec<u8>,
     prefix_day: Option<i64>,
+    /// The repeats of the request being written (raylog's gzip).
+    runs: Box<Runs>,
+    /// A document's time, for `runs`.
+    time: Vec<u8>,
 }
 
 impl BulkEncoder {
     pub fn new(target: EsTarget) -> BulkEncoder {
-        BulkEncoder { target, body: Vec::new(), last_len: 0, prefix: Vec::new(), prefix_day: None }
+        let (runs, time) = (Box::default(), Vec::new());
+        BulkEncoder { target, body: Vec::new(), last_len: 0, prefix: Vec::new(), prefix_day: None, runs, time }
     }
 
-    /// The `_bulk` body for the entries `sel` of `batch` (in that order), gzipped
-    /// (fast level: the agent's CPU budget matters more than the last few percent of
-    /// bandwidth) or not.
-    pub fn encode(&mut self, batch: &Batch, sel: &[u32], gzip: bool) -> std::io::Result<Vec<u8>> {
+    /// The `_bulk` body for the entries `sel` of `batch` (in that order), compressed
+    /// as `gzip` says.
+    pub fn encode(&mut self, batch: &Batch, sel: &[u32], gzip: Gzip) -> std::io::Result<Bytes> {
         self.body.clear();
         let records = sel.iter().filter_map(|&i| batch.entries.get(i as usize));
-        let out = if gzip {
+        let out = if gzip == Gzip::Runs {
+            return Ok(self.encode_runs(batch, sel));
+        } else if let Gzip::Zlib(level) = gzip {
             let out = Vec::with_capacity(self.last_len + self.last_len / 8 + 64);
-            let mut gz = GzEncoder::new(out, Compression::fast());
+            let mut gz = GzEncoder::new(out, Compression::new(level));
             for e in records {
                 self.record(e.timestamp_ns, e.doc_id, batch.json_of(e));
                 if self.body.len() >= STAGE {
@@ -80,7 +92,30 @@ impl BulkEncoder {
             std::mem::replace(&mut self.body, Vec::with_capacity(STAGE))
         };
         self.last_len = out.len();
-        Ok(out)
+        Ok(out.into())
+    }
+
+    /// The body gzipped by [`Runs`].
+    fn encode_runs(&mut self, batch: &Batch, sel: &[u32]) -> Bytes {
+        let mut w = GzWriter::new(Vec::with_capacity(self.last_len + self.last_len / 8 + 64), gzip::front_for(0));
+        self.runs.clear();
+        let members = batch.node.json_members().as_bytes();
+        for e in sel.iter().filter_map(|&i| batch.entries.get(i as usize)) {
+            if self.prefix_for(e.timestamp_ns) {
+                self.runs.new_action();
+            }
+            self.time.clear();
+            Timestamp(e.timestamp_ns).write_rfc3339(&mut self.time);
+            let (at, len) = (e.json.0 as usize, e.json.1 as usize);
+            let mut id = [0; 32];
+            hex128(&mut id, e.doc_id);
+            let doc =
+                Doc { action: &self.prefix, id, time: &self.time, all: batch.json_buffer(), json_at: (at, at + len) };
+            self.runs.write(&mut w, &doc, members);
+        }
+        let (out, start) = w.finish(&[]);
+        self.last_len = out.len();
+        Bytes::from(out).slice(start..)
     }
 
     fn record(&mut self, ts_ns: i64, doc_id: u128, json: &str) {
@@ -88,7 +123,8 @@ impl BulkEncoder {
         self.document(ts_ns, json);
     }
 
-    fn action(&mut self, ts_ns: i64, doc_id: u128) {
+    /// Makes the action prefix the one for a record at `ts_ns`; whether it changed.
+    fn prefix_for(&mut self, ts_ns: i64) -> bool {
         let day = ts_ns.div_euclid(NANOS_PER_DAY);
         // A data stream's name does not depend on the day: build it once.
         let stale = match self.target {
@@ -98,6 +134,11 @@ impl BulkEncoder {
         if stale {
             self.build_prefix(day);
         }
+        stale
+    }
+
+    fn action(&mut self, ts_ns: i64, doc_id: u128) {
+        self.prefix_for(ts_ns);
         self.body.extend_from_slice(&self.prefix);
         push_hex128(&mut self.body, doc_id);
         self.body.extend_from_slice(b"\"}}\n");
@@ -203,14 +244,31 @@ mod unit {
         p.finish(&mut corr, &Options::default(), &mut |r| b.push(r, 0, r.offset as u128));
         let sel: Vec<u32> = (0..b.len() as u32).collect();
         let mut enc = BulkEncoder::new(EsTarget::DataStream("logs-ray-default".into()));
-        let plain = enc.encode(&b, &sel, false).unwrap();
+        let plain = enc.encode(&b, &sel, Gzip::None).unwrap();
         assert!(plain.len() > 4 * STAGE, "the body spans several staging buffers");
-        let gz = enc.encode(&b, &sel, true).unwrap();
-        let mut unzipped = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut unzipped).unwrap();
-        assert_eq!(unzipped, plain);
+        for gzip in [Gzip::Zlib(1), Gzip::Runs] {
+            let gz = enc.encode(&b, &sel, gzip).unwrap();
+            let mut unzipped = Vec::new();
+            flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut unzipped).unwrap();
+            assert_eq!(unzipped, plain, "{gzip:?}");
+        }
         assert_eq!(plain.iter().filter(|&&c| c == b'\n').count(), 2 * b.len());
         // The encoder is reused: the next body is the same, not appended to.
-        assert_eq!(enc.encode(&b, &sel[..2], false).unwrap().iter().filter(|&&c| c == b'\n').count(), 4);
+        assert_eq!(enc.encode(&b, &sel[..2], Gzip::None).unwrap().iter().filter(|&&c| c == b'\n').count(), 4);
+    }
+
+    #[test]
+    fn the_gzip_body_is_the_plain_body_with_its_repeats_as_matches() {
+        let b = super::super::runs::tests::batch();
+        let sel: Vec<u32> = (0..b.len() as u32).collect();
+        for target in [EsTarget::DataStream("logs-ray-default".into()), EsTarget::Index("ray-%Y.%m.%d".into())] {
+            let mut enc = BulkEncoder::new(target.clone());
+            let plain = enc.encode(&b, &sel, Gzip::None).unwrap();
+            let gz = enc.encode(&b, &sel, Gzip::Runs).unwrap();
+            let mut unzipped = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut unzipped).expect("valid gzip");
+            assert_eq!(unzipped, plain, "{target:?}");
+            assert!(gz.len() * 3 < plain.len() * 2, "{target:?}: {} bytes of {}", gz.len(), plain.len());
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod encode;
+pub mod runs;
 pub mod service;
 
 #[cfg(test)]

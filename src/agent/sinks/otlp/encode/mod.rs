@@ -34,7 +34,6 @@
 //! Buffers live in the encoder and are reused; per record nothing is allocated
 //! (an escaped string in a parser field is decoded into a reused scratch string).
 
-pub mod gzip;
 mod json;
 pub mod repeats;
 
@@ -49,8 +48,8 @@ use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
 use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
 pub use crate::agent::sinks::elasticsearch::encode::hex128;
+use crate::agent::sinks::gzip::{self, GzWriter};
 use crate::agent::sinks::pb;
-use gzip::GzWriter;
 use repeats::{Out, Plain, Repeats};
 
 /// The scope every record is sent under.

@@ -16,8 +16,8 @@
 use raylog_parsers::id::IdHasher;
 use std::hash::Hasher;
 
-use super::gzip::{GzWriter, MIN_COPY, WINDOW};
 use crate::agent::batch::{Batch, BatchRecord, Span};
+use crate::agent::sinks::gzip::{GzWriter, MIN_COPY, WINDOW};
 use crate::agent::sinks::otlp::attrs;
 
 /// Where an encoder writes a request's records.

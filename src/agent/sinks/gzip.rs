@@ -1,6 +1,9 @@
 //! A gzip writer that compresses only what the encoder knows repeats, written as
 //! the encoder goes.
 //!
+//! Used by the OTLP sink ([`crate::agent::sinks::otlp::encode`]) and the
+//! Elasticsearch sink ([`crate::agent::sinks::elasticsearch::runs`]).
+//!
 //! An OTLP `LogRecord` carries every attribute of its record: the ids, the
 //! component, session, file name and path, pid. From one record of a file to the
 //! next those are the same bytes, and they are three quarters of the body (906 of
@@ -92,10 +95,12 @@ impl GzWriter {
         &mut self.bits.out
     }
 
-    /// Appends `bytes`, which are the bytes written `dist` before: a match. At least
-    /// 3 bytes, `dist` within [`WINDOW`] and at least `bytes.len()`.
+    /// Appends `bytes`, which are the bytes written `dist` before: a match. `dist`
+    /// within [`WINDOW`] and at least `bytes.len()`; at least 3 bytes, unless they
+    /// continue a repeat of the same distance just made (one match of both).
     pub fn repeat(&mut self, bytes: &[u8], dist: usize) {
-        debug_assert!(bytes.len() >= 3 && (bytes.len()..=WINDOW).contains(&dist) && dist <= self.raw_len());
+        debug_assert!((bytes.len().max(1)..=WINDOW).contains(&dist) && dist <= self.raw_len());
+        debug_assert!(bytes.len() >= 3 || (self.block == Block::Fixed && self.pending.1 == dist));
         if self.block == Block::Stored {
             self.close_stored();
         }
@@ -225,6 +230,7 @@ impl Bits {
 
     /// Matches of `len` in all at `dist`, in the open block of fixed codes.
     fn matches(&mut self, mut len: usize, dist: usize) {
+        debug_assert!(len == 0 || len >= 3, "a match is 3 bytes or more");
         while len > 0 {
             // A match is 3 to 258 bytes: never leave 1 or 2 for the last one.
             let take = if len <= MAX_MATCH {
