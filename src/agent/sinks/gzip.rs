@@ -298,11 +298,12 @@ fn distance_code(dist: usize) -> (u32, u32, u32) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Read;
 
-    fn gunzip(body: &[u8]) -> Vec<u8> {
+    /// `body` decoded by a real gzip decoder (flate2's), which must take it.
+    pub(crate) fn gunzip(body: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(body).read_to_end(&mut out).expect("valid gzip");
         out

@@ -291,9 +291,8 @@ impl Rec {
 /// A record's `log.record.uid` attribute up to its value, 32 hex digits: the
 /// same bytes in every record.
 fn uid_framing(out: &mut Vec<u8>) {
-    let mut attr = Vec::with_capacity(64);
-    pb_str_attr(&mut attr, 6, Key(attrs::UID_KEY, ""), "0123456789abcdef0123456789abcdef");
-    out.extend_from_slice(&attr[..attr.len() - 32]);
+    pb_str_attr(out, 6, Key(attrs::UID_KEY, ""), "0123456789abcdef0123456789abcdef");
+    out.truncate(out.len() - 32);
 }
 
 /// A `KeyValue` whose value is a string (sizes known up front: no length to patch).

@@ -3,7 +3,6 @@
 //! the same records, and each record must say what `raylog parse`'s record says.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::sync::Arc;
 
 use raylog_parsers::{classify, Correlator, FileParser, Options};
@@ -12,6 +11,7 @@ use serde_json::{json, Value};
 use super::{OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
 use crate::agent::config::values::Problems;
+use crate::agent::sinks::gzip::tests::gunzip;
 use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
 
 /// A decoded `LogRecord`: attribute values as JSON (kvlist → object, array → array).
@@ -277,9 +277,7 @@ fn protobuf_and_json_say_the_same() {
     let js = decode_json(&encode("compression = \"none\"\nencoding = \"json\"", &b));
     assert_eq!(pb, js);
     assert_eq!(pb.records.len(), b.len());
-    let mut gz = Vec::new();
-    flate2::read::GzDecoder::new(&encode("", &b)[..]).read_to_end(&mut gz).unwrap();
-    assert_eq!(decode_pb(&gz), pb, "gzip is the same body");
+    assert_eq!(decode_pb(&gunzip(&encode("", &b))), pb, "gzip is the same body");
 }
 
 #[test]
@@ -480,12 +478,6 @@ fn without_repeats(b: &Batch) -> Vec<u8> {
     let mut enc = OtlpEncoder::new(&config("compression = \"none\""));
     enc.repeats.off = true;
     enc.encode(b, &sel, usize::MAX).unwrap().body.to_vec()
-}
-
-fn gunzip(body: &[u8]) -> Vec<u8> {
-    let mut plain = Vec::new();
-    flate2::read::GzDecoder::new(body).read_to_end(&mut plain).expect("valid gzip");
-    plain
 }
 
 #[test]
