@@ -57,6 +57,29 @@ fn level_member(l: Level) -> &'static [u8] {
 /// Member names are written as literals together with their separators: this runs
 /// once per record and the output is larger than the input, so every push counts.
 pub fn write_record(out: &mut Vec<u8>, rec: &Record<'_>) {
+    write_record_pieces(out, rec);
+}
+
+/// Where [`write_record_pieces`] put the members a bulk encoder cuts a document at,
+/// as offsets from the object's `{`: what the writer knows, so nobody searches for
+/// them (Elasticsearch's gzip, `raylog::agent::sinks::elasticsearch::runs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pieces {
+    /// `"component":`, the file's members after the message.
+    pub members: u32,
+    /// The offset's digits (after `,"offset":`).
+    pub digits: u32,
+    /// After them: the ids, pid and names.
+    pub ids: u32,
+    /// `,"fields":` or `,"truncated":`, else the closing `}`.
+    pub fields: u32,
+}
+
+/// [`write_record`], saying where its pieces are.
+#[inline]
+pub fn write_record_pieces(out: &mut Vec<u8>, rec: &Record<'_>) -> Pieces {
+    let start = out.len();
+    let at = |out: &Vec<u8>| (out.len() - start) as u32;
     out.push(b'{');
     if let Some(t) = rec.timestamp {
         out.extend_from_slice(b"\"timestamp\":\"");
@@ -77,9 +100,12 @@ pub fn write_record(out: &mut Vec<u8>, rec: &Record<'_>) {
     out.extend_from_slice(b"\"message\":");
     write_str(out, rec.message);
     out.push(b',');
+    let members = at(out);
     out.extend_from_slice(rec.file.json_members());
     out.extend_from_slice(b",\"offset\":");
+    let digits = at(out);
     num(out, rec.offset);
+    let after = at(out);
     let ids = rec.ids;
     id(out, b",\"node_id\":\"", &ids.node_id);
     id(out, b",\"job_id\":\"", &ids.job_id);
@@ -92,6 +118,7 @@ pub fn write_record(out: &mut Vec<u8>, rec: &Record<'_>) {
     }
     opt_str(out, b",\"task_name\":", rec.task_name);
     opt_str(out, b",\"actor_name\":", rec.actor_name);
+    let fields = at(out);
     if !rec.fields.is_empty() {
         write_fields(out, rec.fields);
     }
@@ -99,6 +126,7 @@ pub fn write_record(out: &mut Vec<u8>, rec: &Record<'_>) {
         out.extend_from_slice(b",\"truncated\":true");
     }
     out.extend_from_slice(b"}\n");
+    Pieces { members, digits, ids: after, fields }
 }
 
 /// The `,"fields":{…}` member.

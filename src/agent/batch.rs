@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use raylog_parsers::ndjson::write_record;
+use raylog_parsers::ndjson::{write_record_pieces, Pieces};
 use raylog_parsers::record::{Level, Stream};
 use raylog_parsers::Record;
 
@@ -86,6 +86,8 @@ pub struct BatchRecord {
     /// The record's NDJSON object (no trailing newline), in [`Batch::json`]; empty
     /// unless [`Needs::json`].
     pub json: (u32, u32),
+    /// Where `json`'s members are (see [`Pieces`]), for Elasticsearch's gzip.
+    pub pieces: Pieces,
     /// The fields below are empty unless [`Needs::fields`].
     pub message: Span,
     pub component: Span,
@@ -286,7 +288,7 @@ impl Batch {
             ..BatchRecord::default()
         };
         if self.needs.json {
-            entry.json = self.push_json(r);
+            (entry.json, entry.pieces) = self.push_json(r);
         }
         if self.needs.fields {
             self.push_fields(r, &mut entry);
@@ -297,14 +299,14 @@ impl Batch {
         self.entries.push(entry);
     }
 
-    fn push_json(&mut self, r: &Record<'_>) -> (u32, u32) {
+    fn push_json(&mut self, r: &Record<'_>) -> ((u32, u32), Pieces) {
         let json_start = self.json.len();
-        write_record(&mut self.json, r);
+        let pieces = write_record_pieces(&mut self.json, r);
         // Replace the closing `}\n` with the node identity and a new `}`.
         self.json.truncate(self.json.len() - 2);
         self.json.extend_from_slice(self.node.json_members.as_bytes());
         self.json.push(b'}');
-        (json_start as u32, (self.json.len() - json_start) as u32)
+        ((json_start as u32, (self.json.len() - json_start) as u32), pieces)
     }
 
     fn push_fields(&mut self, r: &Record<'_>, e: &mut BatchRecord) {

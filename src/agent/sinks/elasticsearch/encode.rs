@@ -110,8 +110,9 @@ impl BulkEncoder {
             let (at, len) = (e.json.0 as usize, e.json.1 as usize);
             let mut id = [0; 32];
             hex128(&mut id, e.doc_id);
+            let all = batch.json_buffer();
             let doc =
-                Doc { action: &self.prefix, id, time: &self.time, all: batch.json_buffer(), json_at: (at, at + len) };
+                Doc { action: &self.prefix, id, time: &self.time, all, json_at: (at, at + len), pieces: e.pieces };
             self.runs.write(&mut w, &doc, members);
         }
         let (out, start) = w.finish(&[]);
