@@ -9,7 +9,7 @@
 //! `python-core-worker-<wid>_<pid>.1.log`), and `old/` (where log_monitor moves dead
 //! workers' files) is transparent.
 
-use crate::id::{Id, JOB_HEX, WORKER_HEX};
+use crate::id::{Id, PackedId, JOB_HEX, WORKER_HEX};
 
 /// The format family of a file, which decides how lines join into records and
 /// which line parsers apply.
@@ -70,6 +70,9 @@ pub struct FileMeta {
     pub component: String,
     pub stream: Option<Stream>,
     pub worker_id: Option<Id>,
+    /// `worker_id` packed, made once for the lookups of every record
+    /// ([`FileMeta::worker_key`]).
+    worker_key: Option<PackedId>,
     pub pid: Option<u32>,
     /// Never the `ffffffff` placeholder.
     pub job_id: Option<Id>,
@@ -88,6 +91,13 @@ pub struct FileMeta {
 }
 
 impl FileMeta {
+    /// The file's worker id, packed as the correlator keys workers.
+    #[inline]
+    pub fn worker_key(&self) -> Option<&PackedId> {
+        debug_assert_eq!(self.worker_key, self.worker_id.map(|w| w.packed()), "worker_id changed after classify");
+        self.worker_key.as_ref()
+    }
+
     /// `"component":…,"stream":…,"file":…,"session":…,"submission_id":…` as JSON
     /// members, rendered on first use: they are the same for every record of the file,
     /// so the NDJSON writer copies them instead of escaping them again per record.
@@ -164,6 +174,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
             _ => None,
         },
         worker_id: None,
+        worker_key: None,
         pid: None,
         job_id: None,
         submission_id: None,
@@ -183,6 +194,7 @@ pub fn classify(rel_path: &str, session: Option<&str>) -> FileMeta {
         "jobs" => classify_jobs(&live, &mut m),
         _ => classify_top(&live, &mut m),
     }
+    m.worker_key = m.worker_id.map(|w| w.packed());
     m
 }
 

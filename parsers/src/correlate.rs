@@ -62,13 +62,13 @@ impl Correlator {
     /// and the hosted actor come from the file, not from the text, which may name
     /// peers; elsewhere the text wins and the file only fills gaps.
     pub fn tag(&self, meta: &FileMeta, node: Option<Id>, job: Option<Id>, task: Option<Id>, ids: &mut Ids) {
-        if let Some(w) = &meta.worker_id {
+        if let (Some(w), Some(k)) = (&meta.worker_id, meta.worker_key()) {
             ids.worker_id = Some(*w);
-            if let Some(a) = self.actor_of(w) {
+            if let Some(a) = self.workers.actor(k) {
                 ids.actor_id = Some(a);
             }
             if ids.job_id.is_none() {
-                ids.job_id = meta.job_id.or(job).or_else(|| self.job_of(w));
+                ids.job_id = meta.job_id.or(job).or_else(|| self.workers.job(k));
             }
         } else {
             // A line elsewhere (GCS, raylet, events) about a worker that hosts an actor
@@ -106,19 +106,25 @@ impl Correlator {
     /// The newest time seen in `worker`'s core-worker log, if any.
     #[inline]
     pub fn worker_time(&self, worker: &Id) -> Option<Timestamp> {
-        self.workers.time(worker)
+        self.workers.time(&worker.packed())
+    }
+
+    /// [`Correlator::worker_time`] of a file's worker ([`FileMeta::worker_key`]).
+    #[inline]
+    pub fn worker_time_of(&self, file: &FileMeta) -> Option<Timestamp> {
+        self.workers.time(file.worker_key()?)
     }
 
     /// Notes a time of `worker`'s core-worker log (only a newer one changes anything).
     #[inline]
     pub fn note_worker_time(&mut self, worker: Id, t: Timestamp) {
-        self.workers.note_time(worker, t);
+        self.workers.note_time(&worker.packed(), t);
     }
 
     /// The actor a worker hosts, if known.
     #[inline]
     pub fn actor_of(&self, worker: &Id) -> Option<Id> {
-        self.workers.actor(worker)
+        self.workers.actor(&worker.packed())
     }
 
     /// Records that `worker` hosts `actor`. Returns true when this is new.
@@ -126,7 +132,7 @@ impl Correlator {
         if worker.len() != WORKER_HEX || actor.len() != ACTOR_HEX {
             return false;
         }
-        if !self.workers.set_actor(worker, actor) {
+        if !self.workers.set_actor(&worker.packed(), actor) {
             return false;
         }
         self.learned += 1;
@@ -142,19 +148,26 @@ impl Correlator {
     /// The job a worker's `:job_id:` marker named, if seen.
     #[inline]
     pub fn job_of(&self, worker: &Id) -> Option<Id> {
-        self.workers.job(worker)
+        self.workers.job(&worker.packed())
     }
 
     /// The actor class a worker's `:actor_name:` marker named, if seen.
     #[inline]
     pub fn class_of(&self, worker: &Id) -> Option<&str> {
-        self.workers.class(worker)
+        self.workers.class(&worker.packed())
+    }
+
+    /// [`Correlator::class_of`] a file's worker ([`FileMeta::worker_key`]).
+    #[inline]
+    pub fn class_of_file(&self, file: &FileMeta) -> Option<&str> {
+        self.workers.class(file.worker_key()?)
     }
 
     /// Records what a worker-file marker says about its worker.
     pub fn learn_marker(&mut self, worker: Option<Id>, marker: &crate::assemble::Marker<'_>) {
         use crate::assemble::Marker;
-        let Some(w) = worker else { return };
+        let Some(w) = worker.map(|w| w.packed()) else { return };
+        let w = &w;
         match *marker {
             Marker::JobId(j) => {
                 if let Some(j) = Id::parse_len(j, crate::id::JOB_HEX) {
@@ -180,8 +193,8 @@ impl Correlator {
     /// `own_time` is the time written on the record, if any.
     #[inline]
     pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids, own_time: Option<Timestamp>) -> bool {
-        if let (Some(t), Some(w), "core_worker") = (own_time, file.worker_id, file.component.as_str()) {
-            self.note_worker_time(w, t);
+        if let (Some(t), Some(k), "core_worker") = (own_time, file.worker_key(), file.component.as_str()) {
+            self.workers.note_time(k, t);
         }
         let Some(actor) = ids.actor_id else {
             return false;

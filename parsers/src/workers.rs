@@ -2,19 +2,19 @@
 //! files name a million workers, and each starts with a `:job_id:` marker.
 //!
 //! Four maps keyed by [`Id`] (57 bytes inline) took about 230 bytes a worker with
-//! their buckets: 230 MB at a million. Here a worker is one 80-byte slot found
-//! through a 4-byte index, and what many workers share (their job, their actor's
-//! class) is stored once and referred to by number. (Packing the id's 56 hex
-//! digits into 28 bytes would save 32 more bytes a worker, but every record of a
-//! worker's file looks its worker up, and packing on each lookup cost `parse` 9 %
-//! more instructions.)
+//! their buckets: 230 MB at a million. Here a worker is one 56-byte slot found
+//! through a 4-byte index, keyed by its id packed two digits to a byte
+//! ([`PackedId`]), and what many workers share (their job, their actor's class) is
+//! stored once and referred to by number. Every record of a worker's file looks its
+//! worker up: the file's packed id is made once (`FileMeta::worker_key`), so those
+//! lookups pack nothing and hash 32 bytes instead of 56.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use crate::id::{Id, IdMapState};
+use crate::id::{Id, IdMapState, PackedId};
 use crate::time::Timestamp;
 
 /// No value (for the `u32` references and the time).
@@ -24,7 +24,7 @@ const NO_TIME: i64 = i64::MIN;
 /// One worker: its id and what is known of it.
 #[derive(Clone, Copy, Debug)]
 struct Slot {
-    key: Id,
+    key: PackedId,
     /// Index in [`Workers::jobs`].
     job: u32,
     /// Index in [`Workers::classes`].
@@ -36,7 +36,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(key: Id) -> Slot {
+    fn new(key: PackedId) -> Slot {
         Slot { key, job: NONE, class: NONE, actor: NONE, time: NO_TIME }
     }
 }
@@ -79,15 +79,15 @@ pub(crate) struct Workers {
 }
 
 impl Workers {
-    fn find(&self, id: &Id) -> Option<&Slot> {
+    fn find(&self, key: &PackedId) -> Option<&Slot> {
         let slots = &self.slots;
-        let i = self.index.find(self.hasher.hash_one(id), |&i| slots[i as usize].key == *id)?;
+        let i = self.index.find(self.hasher.hash_one(key), |&i| slots[i as usize].key == *key)?;
         Some(&slots[*i as usize])
     }
 
-    /// `id`'s slot, made if new.
-    fn slot(&mut self, id: Id) -> &mut Slot {
-        let key = id;
+    /// `key`'s slot, made if new.
+    fn slot(&mut self, key: &PackedId) -> &mut Slot {
+        let key = *key;
         let (slots, hasher) = (&mut self.slots, &self.hasher);
         let hash = hasher.hash_one(key);
         let entry =
@@ -101,13 +101,13 @@ impl Workers {
         &mut slots[i as usize]
     }
 
-    pub fn actor(&self, w: &Id) -> Option<Id> {
+    pub fn actor(&self, w: &PackedId) -> Option<Id> {
         let a = self.find(w)?.actor;
         (a != NONE).then(|| self.actors[a as usize])
     }
 
     /// Links `w` to `actor`; false when it was linked to it already.
-    pub fn set_actor(&mut self, w: Id, actor: Id) -> bool {
+    pub fn set_actor(&mut self, w: &PackedId, actor: Id) -> bool {
         let next = self.actors.len() as u32;
         let s = self.slot(w);
         match s.actor {
@@ -125,37 +125,37 @@ impl Workers {
         true
     }
 
-    pub fn job(&self, w: &Id) -> Option<Id> {
+    pub fn job(&self, w: &PackedId) -> Option<Id> {
         let j = self.find(w)?.job;
         (j != NONE).then(|| self.jobs.values[j as usize])
     }
 
-    pub fn set_job(&mut self, w: Id, job: Id) {
+    pub fn set_job(&mut self, w: &PackedId, job: Id) {
         let j = self.jobs.intern(job);
         self.slot(w).job = j;
     }
 
-    pub fn class(&self, w: &Id) -> Option<&str> {
+    pub fn class(&self, w: &PackedId) -> Option<&str> {
         let c = self.find(w)?.class;
         (c != NONE).then(|| &*self.classes.values[c as usize])
     }
 
     /// Sets `w`'s actor class unless it has one already (the first marker wins).
-    pub fn set_class_once(&mut self, w: Id, class: &[u8]) {
-        if self.class(&w).is_some() {
+    pub fn set_class_once(&mut self, w: &PackedId, class: &[u8]) {
+        if self.class(w).is_some() {
             return;
         }
         let c = self.classes.intern(String::from_utf8_lossy(class).into());
         self.slot(w).class = c;
     }
 
-    pub fn time(&self, w: &Id) -> Option<Timestamp> {
+    pub fn time(&self, w: &PackedId) -> Option<Timestamp> {
         let t = self.find(w)?.time;
         (t != NO_TIME).then_some(Timestamp(t))
     }
 
     /// Keeps the newer of `w`'s time and `t`.
-    pub fn note_time(&mut self, w: Id, t: Timestamp) {
+    pub fn note_time(&mut self, w: &PackedId, t: Timestamp) {
         let s = self.slot(w);
         s.time = s.time.max(t.0);
     }
@@ -174,29 +174,33 @@ mod tests {
         Id::parse(s.as_bytes()).unwrap()
     }
 
+    fn key(s: &str) -> PackedId {
+        id(s).packed()
+    }
+
     /// Each worker keeps its own facts, found again by id, whatever its id's shape
     /// (sequential, shared prefix or suffix, or not 56 digits long).
     #[test]
     fn workers_keep_their_own_facts() {
         let mut w = Workers::default();
-        let ids: Vec<Id> = (0..20_000u64)
+        let ids: Vec<PackedId> = (0..20_000u64)
             .map(|i| match i % 4 {
-                0 => id(&format!("{i:056x}")),
-                1 => id(&format!("{i:x}{}", "f".repeat(56 - format!("{i:x}").len()))),
-                2 => id(&format!("abcdef{i:050x}")),
-                _ => id(&format!("{i:040x}")),
+                0 => key(&format!("{i:056x}")),
+                1 => key(&format!("{i:x}{}", "f".repeat(56 - format!("{i:x}").len()))),
+                2 => key(&format!("abcdef{i:050x}")),
+                _ => key(&format!("{i:040x}")),
             })
             .collect();
         for (i, x) in ids.iter().enumerate() {
-            w.set_job(*x, id(&format!("{:08x}", i % 3 + 1)));
+            w.set_job(x, id(&format!("{:08x}", i % 3 + 1)));
             if i % 2 == 0 {
-                w.set_class_once(*x, format!("Class{}", i % 5).as_bytes());
-                w.set_class_once(*x, b"Later");
-                assert!(w.set_actor(*x, id(&format!("{i:032x}"))));
-                assert!(!w.set_actor(*x, id(&format!("{i:032x}"))));
+                w.set_class_once(x, format!("Class{}", i % 5).as_bytes());
+                w.set_class_once(x, b"Later");
+                assert!(w.set_actor(x, id(&format!("{i:032x}"))));
+                assert!(!w.set_actor(x, id(&format!("{i:032x}"))));
             }
-            w.note_time(*x, Timestamp(i as i64 * 10));
-            w.note_time(*x, Timestamp(i as i64));
+            w.note_time(x, Timestamp(i as i64 * 10));
+            w.note_time(x, Timestamp(i as i64));
         }
         for (i, x) in ids.iter().enumerate() {
             assert_eq!(w.job(x), Some(id(&format!("{:08x}", i % 3 + 1))), "worker {i}");
@@ -210,10 +214,13 @@ mod tests {
         }
         assert_eq!((w.jobs.values.len(), w.classes.values.len(), w.actors()), (3, 5, 10_000));
         assert_eq!(w.slots.len(), 20_000);
-        assert!(std::mem::size_of::<Slot>() <= 80);
-        assert!(w.actor(&id(&"e".repeat(56))).is_none());
+        assert!(std::mem::size_of::<Slot>() <= 56);
+        assert!(w.actor(&key(&"e".repeat(56))).is_none());
+        // Ids that differ only in length are different workers.
+        assert!(w.actor(&key(&format!("{:039x}", 0))).is_none() && w.actor(&key(&format!("{:040x}", 0))).is_none());
+        assert!(w.job(&key(&format!("{:039x}", 3))).is_none() && w.job(&key(&format!("{:040x}", 3))).is_some());
         // A worker relinked (the same worker id reused) answers with the new actor.
-        assert!(w.set_actor(ids[0], id(&"7".repeat(32))));
+        assert!(w.set_actor(&ids[0], id(&"7".repeat(32))));
         assert_eq!(w.actor(&ids[0]), Some(id(&"7".repeat(32))));
     }
 }

@@ -521,10 +521,7 @@ impl FileParser {
             ids: &d.ids,
             pid: d.pid.or(meta.pid),
             task_name: d.task_name.or(ctx.task_name.as_deref()),
-            actor_name: d
-                .actor_name
-                .or(ctx.actor_name.as_deref())
-                .or_else(|| meta.worker_id.and_then(|w| corr.class_of(&w))),
+            actor_name: d.actor_name.or(ctx.actor_name.as_deref()).or_else(|| corr.class_of_file(meta)),
             fields: &d.fields,
             truncated: pending.truncated,
         };
@@ -558,7 +555,7 @@ fn estimate(
     hint: Option<Timestamp>,
     corr: &Correlator,
 ) -> (Option<Timestamp>, TimeSource) {
-    let worker = meta.worker_id.and_then(|w| corr.worker_time(&w));
+    let worker = corr.worker_time_of(meta);
     match (hint, worker) {
         (Some(h), Some(w)) => (Some(h.min(w)), TimeSource::Estimated),
         (Some(t), None) | (None, Some(t)) => (Some(t), TimeSource::Estimated),
