@@ -71,7 +71,8 @@ pub struct FileMeta {
     pub stream: Option<Stream>,
     pub worker_id: Option<Id>,
     /// `worker_id` packed, made once for the lookups of every record
-    /// ([`FileMeta::worker_key`]).
+    /// ([`FileMeta::worker_key`]; a `worker_id` set later is packed on each call,
+    /// one changed later only by debug builds, which check it on each call).
     worker_key: Option<PackedId>,
     pub pid: Option<u32>,
     /// Never the `ffffffff` placeholder.
@@ -91,11 +92,14 @@ pub struct FileMeta {
 }
 
 impl FileMeta {
-    /// The file's worker id, packed as the correlator keys workers.
+    /// The file's worker id, packed as the correlator keys workers (packed again if
+    /// `worker_id` was set after [`classify`]).
     #[inline]
-    pub fn worker_key(&self) -> Option<&PackedId> {
-        debug_assert_eq!(self.worker_key, self.worker_id.map(|w| w.packed()), "worker_id changed after classify");
-        self.worker_key.as_ref()
+    pub fn worker_key(&self) -> Option<PackedId> {
+        match (self.worker_key, self.worker_id) {
+            (Some(k), Some(w)) if cfg!(not(debug_assertions)) || k == w.packed() => Some(k),
+            (_, w) => w.map(|w| w.packed()),
+        }
     }
 
     /// `"component":…,"stream":…,"file":…,"session":…,"submission_id":…` as JSON

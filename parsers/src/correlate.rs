@@ -64,11 +64,11 @@ impl Correlator {
     pub fn tag(&self, meta: &FileMeta, node: Option<Id>, job: Option<Id>, task: Option<Id>, ids: &mut Ids) {
         if let (Some(w), Some(k)) = (&meta.worker_id, meta.worker_key()) {
             ids.worker_id = Some(*w);
-            if let Some(a) = self.workers.actor(k) {
+            if let Some(a) = self.workers.actor(&k) {
                 ids.actor_id = Some(a);
             }
             if ids.job_id.is_none() {
-                ids.job_id = meta.job_id.or(job).or_else(|| self.workers.job(k));
+                ids.job_id = meta.job_id.or(job).or_else(|| self.workers.job(&k));
             }
         } else {
             // A line elsewhere (GCS, raylet, events) about a worker that hosts an actor
@@ -112,7 +112,7 @@ impl Correlator {
     /// [`Correlator::worker_time`] of a file's worker ([`FileMeta::worker_key`]).
     #[inline]
     pub fn worker_time_of(&self, file: &FileMeta) -> Option<Timestamp> {
-        self.workers.time(file.worker_key()?)
+        self.workers.time(&file.worker_key()?)
     }
 
     /// Notes a time of `worker`'s core-worker log (only a newer one changes anything).
@@ -160,7 +160,7 @@ impl Correlator {
     /// [`Correlator::class_of`] a file's worker ([`FileMeta::worker_key`]).
     #[inline]
     pub fn class_of_file(&self, file: &FileMeta) -> Option<&str> {
-        self.workers.class(file.worker_key()?)
+        self.workers.class(&file.worker_key()?)
     }
 
     /// Records what a worker-file marker says about its worker.
@@ -194,7 +194,7 @@ impl Correlator {
     #[inline]
     pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids, own_time: Option<Timestamp>) -> bool {
         if let (Some(t), Some(k), "core_worker") = (own_time, file.worker_key(), file.component.as_str()) {
-            self.workers.note_time(k, t);
+            self.workers.note_time(&k, t);
         }
         let Some(actor) = ids.actor_id else {
             return false;
