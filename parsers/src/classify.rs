@@ -96,9 +96,9 @@ impl FileMeta {
     /// `worker_id` was set after [`classify`]).
     #[inline]
     pub fn worker_key(&self) -> Option<PackedId> {
-        match (self.worker_key, self.worker_id) {
-            (Some(k), Some(w)) if cfg!(not(debug_assertions)) || k == w.packed() => Some(k),
-            (_, w) => w.map(|w| w.packed()),
+        match (&self.worker_key, &self.worker_id) {
+            (Some(k), Some(w)) if cfg!(not(debug_assertions)) || *k == w.packed() => Some(*k),
+            (_, w) => w.as_ref().map(Id::packed),
         }
     }
 
