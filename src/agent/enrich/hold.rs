@@ -193,6 +193,12 @@ impl Hold {
 
     pub fn push(&mut self, r: &Record<'_>, key: FileKey, seed: u128, meta: Arc<FileMeta>, wait: Wait) {
         let h = HeldRecord::copy(r, key, seed, meta, wait);
+        if self.queue.capacity() == 0 {
+            // The bound, not the next power of two past it that doubling would give
+            // (a held record is half a KiB): the hold fills in every catch-up of
+            // actor output whose actors are gone.
+            self.queue.reserve_exact(MAX_HELD + 1);
+        }
         let file = self.offsets.entry(key).or_default();
         file.offsets.push_back(r.offset);
         file.riders += h.rider as u32;
@@ -215,19 +221,8 @@ impl Hold {
         keys
     }
 
-    /// Takes `h`, about to go out, off its file's offsets: it is its file's oldest
-    /// held record, since a file's records leave in the order they came.
-    /// Returns `(records of its file left, riders among them)`.
     fn forget(&mut self, h: &HeldRecord) -> (bool, bool) {
-        let Some(file) = self.offsets.get_mut(&h.key) else { return (false, false) };
-        debug_assert_eq!(file.offsets.front(), Some(&h.offset));
-        file.offsets.pop_front();
-        file.riders -= h.rider as u32;
-        if file.offsets.is_empty() {
-            self.offsets.remove(&h.key);
-            return (false, false);
-        }
-        (true, file.riders > 0)
+        forget(&mut self.offsets, h)
     }
 
     pub fn len(&self) -> usize {
@@ -274,13 +269,13 @@ impl Hold {
         self.settled = None;
         let mut due = None;
         let mut blocked: HashSet<FileKey> = HashSet::new();
-        let mut keep = VecDeque::new();
-        let mut sent = 0;
-        while let Some(h) = self.queue.pop_front() {
-            if sent == budget {
-                keep.push_back(h);
-                keep.append(&mut self.queue);
-                self.queue = keep;
+        let (total, mut sent, mut stopped) = (self.queue.len(), 0, false);
+        let offsets = &mut self.offsets;
+        // In place (a second queue for the records kept would double the hold's
+        // largest allocation, a few MiB, at every pass).
+        self.queue.retain(|h| {
+            if stopped || sent == budget {
+                stopped = true;
                 return true;
             }
             let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
@@ -288,18 +283,25 @@ impl Hold {
             let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
             let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
             // Counting `h`: a full hold gives up its oldest until it is no longer full.
-            let expired = now >= h.wait.until || self.queue.len() + keep.len() + 1 >= MAX_HELD;
+            let expired = now >= h.wait.until || total - sent >= MAX_HELD;
             if !blocked.contains(&h.key) && (ready || expired || force) {
-                let _ = self.forget(&h);
+                let _ = forget(offsets, h);
                 h.emit(actor, node, out);
                 sent += 1;
+                false
             } else {
                 blocked.insert(h.key);
                 due = earliest(due, h.due_unless(node.is_some()));
-                keep.push_back(h);
+                true
             }
+        });
+        if stopped {
+            return true;
         }
-        self.queue = keep;
+        if self.queue.is_empty() {
+            // Its room goes back too: a node holds nothing most of the time.
+            self.queue = VecDeque::new();
+        }
         self.settled = Some(Settled { news, due });
         false
     }
@@ -334,6 +336,21 @@ impl Hold {
         }
         false
     }
+}
+
+/// Takes `h`, about to go out, off its file's offsets: it is its file's oldest
+/// held record, since a file's records leave in the order they came.
+/// Returns `(records of its file left, riders among them)`.
+fn forget(offsets: &mut HashMap<FileKey, FileHeld>, h: &HeldRecord) -> (bool, bool) {
+    let Some(file) = offsets.get_mut(&h.key) else { return (false, false) };
+    debug_assert_eq!(file.offsets.front(), Some(&h.offset));
+    file.offsets.pop_front();
+    file.riders -= h.rider as u32;
+    if file.offsets.is_empty() {
+        offsets.remove(&h.key);
+        return (false, false);
+    }
+    (true, file.riders > 0)
 }
 
 /// The earlier of two optional instants.
