@@ -28,6 +28,7 @@ pub mod ray_metrics;
 pub mod run;
 pub mod sinks;
 pub mod source;
+pub mod watch;
 
 /// Gives freed heap memory back to the OS. glibc keeps freed small blocks for
 /// reuse, so a transient peak (a first scan of 100,000 files, a checkpoint merge)

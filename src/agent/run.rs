@@ -29,6 +29,7 @@ use crate::agent::ray_latency::RayLatency;
 use crate::agent::ray_metrics::RayMetrics;
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
 use crate::agent::source::{Source, Wake};
+use crate::agent::watch::Watches;
 
 /// A signal that stops the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,8 +110,8 @@ struct Stages {
     health: Arc<Health>,
     dead: DeadLetter,
     /// The thread setting up inotify's watch on the source paths, which returns the
-    /// watcher (if any); dropped at the end.
-    watcher: Option<std::thread::JoinHandle<Option<notify::RecommendedWatcher>>>,
+    /// The watches (if any); dropped at the end.
+    watcher: Option<Watches>,
 }
 
 async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
@@ -208,16 +209,8 @@ fn start(
     let shutdown = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Wake::default());
     // Set up while the reader lists (it stats nothing before they are, see
-    // `Source::await_watch`): a million files take seconds of notify's `lstat`s.
-    let watcher = cfg.source.watch.then(|| {
-        let (cfg, wake) = (cfg.clone(), wake.clone());
-        wake.setting_up();
-        std::thread::spawn(move || {
-            let w = watch_paths(&cfg, wake.clone());
-            wake.set_up(w.is_some());
-            w
-        })
-    });
+    // `Source::await_watch`).
+    let watcher = cfg.source.watch.then(|| Watches::start(cfg, wake.clone()));
     let max_open = max_open_files(cfg.source.max_open_files);
     let watched = cfg.source.watch;
     let source =
@@ -379,32 +372,6 @@ fn report_dead_letters(metrics: &Metrics, dead: &DeadLetter) {
             by_reason.join(", ")
         );
     }
-}
-
-/// Tells the reader which paths changed (inotify), so new lines are read at once
-/// and only the files that changed are looked at. Without it (unavailable, or
-/// `watch = false`) the stat poll and dir listings run every `poll_interval`.
-fn watch_paths(cfg: &Config, wake: Arc<Wake>) -> Option<notify::RecommendedWatcher> {
-    use notify::Watcher;
-    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-        Ok(e) if e.need_rescan() => wake.everything(),
-        // inotify also reports opens, reads and closes, among them the agent's own
-        // (a listing opens the dir, which would ask for another listing): only
-        // writes, creations, renames and deletions say something changed.
-        Ok(e) if e.kind.is_access() => {}
-        Ok(e) => wake.paths(e.paths),
-        Err(_) => wake.everything(),
-    })
-    .map_err(|e| tracing::warn!(error = %e, "file events unavailable; polling only"))
-    .ok()?;
-    let mut any = false;
-    for p in &cfg.source.paths {
-        match w.watch(p, notify::RecursiveMode::Recursive) {
-            Ok(()) => any = true,
-            Err(e) => tracing::warn!(path = %p.display(), error = %e, "cannot watch; polling it instead"),
-        }
-    }
-    any.then_some(w)
 }
 
 /// Descriptors for log files: `max_open_files`, within the process's open-files

@@ -68,8 +68,8 @@ impl Wake {
         self.cv.notify_one();
     }
 
-    /// The watches are being set up on another thread: notify's recursive setup
-    /// `lstat`s every entry (seconds at a million files), while the reader lists.
+    /// The watches are being set up on another thread (`agent::watch`: a walk of
+    /// every directory, a second at a million files), while the reader lists.
     pub fn setting_up(&self) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).setting_up = true;
     }
