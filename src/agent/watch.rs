@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use notify::event::{CreateKind, ModifyKind};
+use notify::event::{CreateKind, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::agent::config::Config;
@@ -26,7 +26,7 @@ use crate::agent::source::Wake;
 
 /// What the watch thread is told.
 enum Msg {
-    /// Directories created or moved in (or paths that may be, for renames).
+    /// Directories created or moved in.
     New(Vec<PathBuf>),
     Stop,
 }
@@ -83,8 +83,7 @@ fn run(paths: &[PathBuf], wake: Arc<Wake>, tx: mpsc::Sender<Msg>, rx: mpsc::Rece
     if !any {
         return;
     }
-    while let Ok(Msg::New(new)) = rx.recv() {
-        let dirs: Vec<PathBuf> = new.into_iter().filter(|p| p.is_dir()).collect();
+    while let Ok(Msg::New(dirs)) = rx.recv() {
         for d in &dirs {
             // Gone again, or over the watch limit: the reader's rescans still find
             // its files (logged by `watch_tree`'s caller only once, at start).
@@ -107,8 +106,9 @@ fn watcher(wake: Arc<Wake>, tx: mpsc::Sender<Msg>) -> Option<notify::Recommended
         // writes, creations, renames and deletions say something changed.
         Ok(e) if e.kind.is_access() => {}
         Ok(e) => {
-            if may_be_new_dir(&e.kind) {
-                let _ = tx.send(Msg::New(e.paths.clone()));
+            let dirs = new_dirs(&e);
+            if !dirs.is_empty() {
+                let _ = tx.send(Msg::New(dirs));
             }
             wake.paths(e.paths)
         }
@@ -118,10 +118,22 @@ fn watcher(wake: Arc<Wake>, tx: mpsc::Sender<Msg>) -> Option<notify::Recommended
     .ok()
 }
 
-/// Whether an event may name a directory to watch: one created, or moved in (a
-/// rename's kind does not say whether it moved a directory: the thread looks).
-fn may_be_new_dir(kind: &EventKind) -> bool {
-    matches!(kind, EventKind::Create(CreateKind::Folder | CreateKind::Any) | EventKind::Modify(ModifyKind::Name(_)))
+/// The directories an event says were made or moved in. A rename's kind does not
+/// say whether it moved a directory: its destination is looked at here, on notify's
+/// thread (rotation renames thousands of files a second; waking the watch thread for
+/// each of them tripled the agent's CPU in a rotation storm).
+fn new_dirs(e: &notify::Event) -> Vec<PathBuf> {
+    let is_dir = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    match e.kind {
+        EventKind::Create(CreateKind::Folder) => e.paths.clone(),
+        EventKind::Create(CreateKind::Any) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
+        // `Both` names the source then the destination; `To` the destination.
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => {
+            e.paths.last().filter(|p| is_dir(p)).cloned().into_iter().collect()
+        }
+        EventKind::Modify(ModifyKind::Name(RenameMode::Any)) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Watches `root` and every directory under it, each on its own. A `root` that is
@@ -207,6 +219,18 @@ mod tests {
             hears_within(&wake, &later, Duration::from_millis(200))
         });
         assert!(heard, "a file in a dir made after the start (two levels down) is heard");
+
+        // A session made elsewhere and moved in (a rename names no type: looked at).
+        let outside = root.with_extension("outside");
+        let _ = std::fs::remove_dir_all(&outside);
+        std::fs::create_dir_all(outside.join("logs")).unwrap();
+        std::fs::rename(&outside, root.join("session_3")).unwrap();
+        let moved = root.join("session_3/logs/gcs_server.out");
+        let heard = (0..50).any(|_| {
+            std::fs::write(&moved, "m\n").unwrap();
+            hears_within(&wake, &moved, Duration::from_millis(200))
+        });
+        assert!(heard, "a file in a dir moved in after the start is heard");
         drop(watches);
         std::fs::write(logs.join("after.log"), "z\n").unwrap();
         std::thread::sleep(Duration::from_millis(200));
