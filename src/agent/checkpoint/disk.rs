@@ -89,20 +89,23 @@ pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
     let h = header(&snap)?.unwrap_or(Header { version: VERSION, generation: 0 });
     let journal = journal_path(dir, h.generation);
     let (mut entries, journal_entries) = read_journal(&journal)?;
+    let mut pool = ContextPool::default();
+    entries.iter_mut().for_each(|cp| pool.share(cp));
     // The journal's files, to leave their older snapshot lines out as they stream
     // by: the snapshot's million entries are never held twice.
     let mut newer: Vec<FileKey> = entries.iter().map(|c| c.key).collect();
     newer.sort_unstable();
     let mut snapshot_entries = 0;
     if snap.exists() {
-        each_snapshot_entry(&snap, h.version, &mut |cp| {
+        each_snapshot_entry(&snap, h.version, &mut |mut cp| {
             snapshot_entries += 1;
             if newer.binary_search(&cp.key).is_err() {
+                pool.share(&mut cp);
                 entries.push(cp);
             }
         })?;
     }
-    drop(newer);
+    drop((newer, pool));
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let saved = Saved {
         generation: h.generation,
@@ -114,6 +117,26 @@ pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
     };
     // The journal's entries come first, in order, so among them the last counts.
     Ok((Resume::from_entries(entries), saved))
+}
+
+/// One copy of each context the loaded checkpoints end in. A million files end in
+/// a handful of contexts (a job's workers, its actors' names), but files alike sit
+/// apart in a snapshot (by inode), so sharing only with the line before kept a copy
+/// per file: after a restart at a million files those copies, freed only once the
+/// listing had interned them, left 87 MiB of heap that never went back.
+#[derive(Default)]
+struct ContextPool(std::collections::HashSet<std::sync::Arc<SavedContext>>);
+
+impl ContextPool {
+    fn share(&mut self, cp: &mut FileCheckpoint) {
+        let Some(c) = &cp.context else { return };
+        match self.0.get(&**c) {
+            Some(shared) => cp.context = Some(shared.clone()),
+            None => {
+                self.0.insert(c.clone());
+            }
+        }
+    }
 }
 
 /// Every checkpoint in `dir`.

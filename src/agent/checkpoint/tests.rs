@@ -312,3 +312,35 @@ fn a_merge_keeps_each_files_last_journal_line_in_and_out_of_the_snapshot() {
     assert_eq!(load(&dir).unwrap(), before, "the merge kept what loading the journal gave");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Files alike sit apart in a snapshot (by inode): a job's task workers and actors
+/// alternate. A load keeps one copy of each context, in the snapshot and the
+/// journal alike, not one per file (a restart at a million files kept them all).
+#[test]
+fn a_load_keeps_one_copy_of_each_context() {
+    let dir = tmpdir("ctx");
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
+    let ctx = |actor: Option<&str>| {
+        let c =
+            SavedContext { job_id: Some("01000000".into()), actor_name: actor.map(Into::into), ..Default::default() };
+        Some(std::sync::Arc::new(c))
+    };
+    let with = |ino: u64| FileCheckpoint { context: ctx((ino % 2 == 1).then_some("Trainer")), ..cp(ino, ino) };
+    // Merged into the snapshot (over the journal's threshold), then a journal on top.
+    (0..MERGED).for_each(|i| s.update(with(i)));
+    s.save().unwrap();
+    (MERGED..MERGED + 100).for_each(|i| s.update(with(i)));
+    s.save().unwrap();
+    assert!(files(&dir).iter().any(|f| f.ends_with(".journal")), "{:?}", files(&dir));
+    let (resume, _) = disk::read(&dir).unwrap();
+    let mut copies: Vec<*const SavedContext> =
+        resume.values().filter_map(|c| c.context.as_deref().map(|c| c as *const _)).collect();
+    assert_eq!(copies.len() as u64, MERGED + 100, "every file has its context");
+    copies.sort_unstable();
+    copies.dedup();
+    assert_eq!(copies.len(), 2, "one copy of each of the two contexts");
+    let all = load(&dir).unwrap();
+    assert_eq!(all[&FileKey { dev: 1, ino: 3 }], with(3), "the contexts are the files' own");
+    assert_eq!(all[&FileKey { dev: 1, ino: MERGED + 2 }], with(MERGED + 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
