@@ -83,11 +83,20 @@ fn run(paths: &[PathBuf], wake: Arc<Wake>, tx: mpsc::Sender<Msg>, rx: mpsc::Rece
     if !any {
         return;
     }
+    let mut warned = false;
     while let Ok(Msg::New(dirs)) = rx.recv() {
         for d in &dirs {
-            // Gone again, or over the watch limit: the reader's rescans still find
-            // its files (logged by `watch_tree`'s caller only once, at start).
-            let _ = watch_tree(&mut w, d);
+            match watch_tree(&mut w, d) {
+                Ok(()) => {}
+                Err(e) if gone(&e) => {}
+                // Its files are still found, by the listings (every 2 minutes per
+                // 100,000 files) and the stat poll: late, not lost. Said once.
+                Err(e) if !warned => {
+                    warned = true;
+                    tracing::warn!(path = %d.display(), error = %e, "cannot watch a new directory: its files are found by the periodic listings, minutes late (at the inotify watch limit? raise fs.inotify.max_user_watches)");
+                }
+                Err(_) => {}
+            }
         }
         if !dirs.is_empty() {
             // A directory path makes the reader list again: what was written into
@@ -127,10 +136,9 @@ fn new_dirs(e: &notify::Event) -> Vec<PathBuf> {
     match e.kind {
         EventKind::Create(CreateKind::Folder) => e.paths.clone(),
         EventKind::Create(CreateKind::Any) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
-        // `Both` names the source then the destination; `To` the destination.
-        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => {
-            e.paths.last().filter(|p| is_dir(p)).cloned().into_iter().collect()
-        }
+        // inotify reports a rename's destination as `To` (then, paired with its
+        // source, as `Both`, which would look a second time).
+        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
         EventKind::Modify(ModifyKind::Name(RenameMode::Any)) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
         _ => Vec::new(),
     }
@@ -150,13 +158,26 @@ pub fn watch_tree(w: &mut impl Watcher, root: &Path) -> notify::Result<()> {
             // `session_latest` would put a session's events under a second path.
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 let path = entry.path();
-                if w.watch(&path, RecursiveMode::NonRecursive).is_ok() {
-                    stack.push(path);
+                match w.watch(&path, RecursiveMode::NonRecursive) {
+                    Ok(()) => stack.push(path),
+                    // Removed since it was listed: nothing to watch.
+                    Err(e) if gone(&e) => {}
+                    // Over the watch limit, say: the caller says so, and polls.
+                    Err(e) => return Err(e.add_path(path)),
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Whether `e` says the path is not there (any more).
+fn gone(e: &notify::Error) -> bool {
+    match &e.kind {
+        notify::ErrorKind::PathNotFound => true,
+        notify::ErrorKind::Io(io) => io.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
 }
 
 #[cfg(test)]
