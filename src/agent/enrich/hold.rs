@@ -193,11 +193,13 @@ impl Hold {
 
     pub fn push(&mut self, r: &Record<'_>, key: FileKey, seed: u128, meta: Arc<FileMeta>, wait: Wait) {
         let h = HeldRecord::copy(r, key, seed, meta, wait);
-        if self.queue.capacity() == 0 {
-            // The bound, not the next power of two past it that doubling would give
-            // (a held record is half a KiB): the hold fills in every catch-up of
-            // actor output whose actors are gone.
-            self.queue.reserve_exact(MAX_HELD + 1);
+        let len = self.queue.len();
+        if len == self.queue.capacity() && (1024..=MAX_HELD).contains(&len) {
+            // Up to the bound, not the next power of two past it that doubling
+            // would give (a held record is half a KiB): the hold fills in every
+            // catch-up of actor output whose actors are gone. A live node's few
+            // held prints keep a small queue.
+            self.queue.reserve_exact(MAX_HELD + 1 - len);
         }
         let file = self.offsets.entry(key).or_default();
         file.offsets.push_back(r.offset);
