@@ -109,8 +109,7 @@ struct Stages {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     dead: DeadLetter,
-    /// The thread setting up inotify's watch on the source paths, which returns the
-    /// The watches (if any); dropped at the end.
+    /// The inotify watches on the source paths (if any); dropping them stops them.
     watcher: Option<Watches>,
 }
 
