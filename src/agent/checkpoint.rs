@@ -27,7 +27,7 @@ mod disk;
 mod flat;
 mod resume;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -89,7 +89,7 @@ impl Fingerprint {
 
 /// Marker context in force at the saved offset (see `raylog_parsers::parser::FileContext`).
 /// Boxed strings; the file table shares one copy between the files that end in
-/// the same context (see `source::table::Contexts`).
+/// the same context (see [`Contexts`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SavedContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -283,3 +283,39 @@ pub fn unix_now() -> u64 {
 
 #[cfg(test)]
 mod tests;
+
+/// The parser contexts files stopped in, one copy of each.
+///
+/// Ray starts each worker's log with `:job_id:` and, for an actor, `:actor_name:`
+/// lines, so nearly every file read ends in a context. Boxed per file they cost
+/// about 150 bytes each (four strings and their allocations): 150 MB at a million
+/// files. A node has few distinct ones (a job, an actor class, the last task's
+/// name), so files share them. Those no file holds any more are dropped whenever
+/// the pool has doubled since the last sweep, which keeps it O(1) per file
+/// amortised and bounded by twice the contexts in use.
+#[derive(Default)]
+pub struct Contexts {
+    pool: HashSet<Arc<SavedContext>>,
+    sweep_at: usize,
+}
+
+impl Contexts {
+    /// The shared copy of `c`.
+    pub fn intern(&mut self, c: Option<Arc<SavedContext>>) -> Option<Arc<SavedContext>> {
+        let c = c?;
+        if let Some(a) = self.pool.get(&*c) {
+            return Some(a.clone());
+        }
+        if self.pool.len() >= self.sweep_at {
+            self.pool.retain(|a| Arc::strong_count(a) > 1);
+            self.sweep_at = (2 * self.pool.len()).max(64);
+        }
+        self.pool.insert(c.clone());
+        Some(c)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.pool.len()
+    }
+}

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::flat::{Entry, Flat};
 use super::resume::Resume;
-use super::{unix_now, CheckpointError, FileCheckpoint, FileKey, SavedContext, SNAPSHOT, VERSION};
+use super::{unix_now, CheckpointError, Contexts, FileCheckpoint, FileKey, SavedContext, SNAPSHOT, VERSION};
 
 /// The journal is merged into a new snapshot past this size, or past half the
 /// snapshot's, whichever is larger.
@@ -89,8 +89,12 @@ pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
     let h = header(&snap)?.unwrap_or(Header { version: VERSION, generation: 0 });
     let journal = journal_path(dir, h.generation);
     let (mut entries, journal_entries) = read_journal(&journal)?;
-    let mut pool = ContextPool::default();
-    entries.iter_mut().for_each(|cp| pool.share(cp));
+    // One copy of each context the files end in: files alike sit apart in a
+    // snapshot (by inode), so sharing only with the line before kept a copy per
+    // file, freed only as a restart's listing took them: 87 MiB of heap at a
+    // million files that never went back.
+    let mut pool = Contexts::default();
+    entries.iter_mut().for_each(|cp| cp.context = pool.intern(cp.context.take()));
     // The journal's files, to leave their older snapshot lines out as they stream
     // by: the snapshot's million entries are never held twice.
     let mut newer: Vec<FileKey> = entries.iter().map(|c| c.key).collect();
@@ -100,7 +104,7 @@ pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
         each_snapshot_entry(&snap, h.version, &mut |mut cp| {
             snapshot_entries += 1;
             if newer.binary_search(&cp.key).is_err() {
-                pool.share(&mut cp);
+                cp.context = pool.intern(cp.context.take());
                 entries.push(cp);
             }
         })?;
@@ -117,26 +121,6 @@ pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
     };
     // The journal's entries come first, in order, so among them the last counts.
     Ok((Resume::from_entries(entries), saved))
-}
-
-/// One copy of each context the loaded checkpoints end in. A million files end in
-/// a handful of contexts (a job's workers, its actors' names), but files alike sit
-/// apart in a snapshot (by inode), so sharing only with the line before kept a copy
-/// per file: after a restart at a million files those copies, freed only once the
-/// listing had interned them, left 87 MiB of heap that never went back.
-#[derive(Default)]
-struct ContextPool(std::collections::HashSet<std::sync::Arc<SavedContext>>);
-
-impl ContextPool {
-    fn share(&mut self, cp: &mut FileCheckpoint) {
-        let Some(c) = &cp.context else { return };
-        match self.0.get(&**c) {
-            Some(shared) => cp.context = Some(shared.clone()),
-            None => {
-                self.0.insert(c.clone());
-            }
-        }
-    }
 }
 
 /// Every checkpoint in `dir`.

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{classify, Id};
 
 use super::names::Name;
-use super::table::{Contexts, Place, Tick, Tracked};
+use super::table::{Place, Tick, Tracked};
 use super::{Dir, Source, SWEEP_WATCHED};
+use crate::agent::checkpoint::Contexts;
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
 use crate::discover::{logs_roots, not_tailed, LogsRoot};

@@ -17,7 +17,7 @@ use hashbrown::HashTable;
 
 use super::names::{Name, Names};
 use super::tail::Tailed;
-use crate::agent::checkpoint::{FileKey, Fingerprint, SavedContext, FINGERPRINT_MAX};
+use crate::agent::checkpoint::{Contexts, FileKey, Fingerprint, SavedContext, FINGERPRINT_MAX};
 
 /// A coarse clock: tenths of a second since the agent started (13 years fit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -206,42 +206,6 @@ pub struct Table {
     hasher: std::hash::RandomState,
     /// How far the stat poll's pass over the slab got.
     sweep_at: usize,
-}
-
-/// The parser contexts files stopped in, one copy of each.
-///
-/// Ray starts each worker's log with `:job_id:` and, for an actor, `:actor_name:`
-/// lines, so nearly every file read ends in a context. Boxed per file they cost
-/// about 150 bytes each (four strings and their allocations): 150 MB at a million
-/// files. A node has few distinct ones (a job, an actor class, the last task's
-/// name), so files share them. Those no file holds any more are dropped whenever
-/// the pool has doubled since the last sweep, which keeps it O(1) per file
-/// amortised and bounded by twice the contexts in use.
-#[derive(Default)]
-pub struct Contexts {
-    pool: HashSet<Arc<SavedContext>>,
-    sweep_at: usize,
-}
-
-impl Contexts {
-    /// The shared copy of `c`.
-    pub fn intern(&mut self, c: Option<Arc<SavedContext>>) -> Option<Arc<SavedContext>> {
-        let c = c?;
-        if let Some(a) = self.pool.get(&*c) {
-            return Some(a.clone());
-        }
-        if self.pool.len() >= self.sweep_at {
-            self.pool.retain(|a| Arc::strong_count(a) > 1);
-            self.sweep_at = (2 * self.pool.len()).max(64);
-        }
-        self.pool.insert(c.clone());
-        Some(c)
-    }
-
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.pool.len()
-    }
 }
 
 /// A vacant slot's `dir` (no logs dir has this index).
