@@ -62,13 +62,19 @@ impl Jumps {
         Jumps { dev: first.key.dev, min, shift, starts }
     }
 
-    /// The entries `key` can be among.
+    /// The entries `key` can be among: none when it is off the device or outside
+    /// the inodes of every entry.
     fn range(&self, key: &FileKey, len: usize) -> std::ops::Range<usize> {
-        let b = key.ino.wrapping_sub(self.min) >> self.shift;
-        if self.starts.is_empty() || key.dev != self.dev || key.ino < self.min || b + 1 >= self.starts.len() as u64 {
+        if self.starts.is_empty() {
             return 0..len;
         }
-        self.starts[b as usize] as usize..self.starts[b as usize + 1] as usize
+        let slices = self.starts.len() as u64 - 1;
+        match key.ino.checked_sub(self.min).map(|d| d >> self.shift) {
+            Some(b) if key.dev == self.dev && b < slices => {
+                self.starts[b as usize] as usize..self.starts[b as usize + 1] as usize
+            }
+            _ => 0..0,
+        }
     }
 }
 
@@ -227,12 +233,14 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             x >> 20
         };
-        for case in 0..4 {
+        for case in 0..5 {
             let inos: Vec<u64> = match case {
                 0 => (0..30_000).map(|i| 1000 + i * 3).collect(),
                 1 => (0..30_000).map(|_| next()).collect(),
                 2 => (0..30_000).map(|i| if i % 2 == 0 { i } else { u64::MAX - i }).collect(),
-                _ => (0..30_000).map(|i| 5 + i % 7_000).collect(),
+                3 => (0..30_000).map(|i| 5 + i % 7_000).collect(),
+                // From inode 0, one inode a slice: probing u64::MAX is the furthest slice.
+                _ => (0..30_000).collect(),
             };
             let mut v: Vec<FileCheckpoint> = inos.iter().map(|&i| cp(i, i)).collect();
             if case == 3 {
