@@ -179,6 +179,34 @@ impl Correlator {
         }
     }
 
+    /// Forgets what is known of workers that host no actor, except those `keep`
+    /// names (by [`FileMeta::worker_key`]); returns how many went. Their files were
+    /// read to their end: each carries its own job and actor class in the context
+    /// it ended in, and only a worker's actor is asked for by other files' lines.
+    pub fn forget_workers(&mut self, keep: impl Fn(&crate::id::PackedId) -> bool) -> usize {
+        self.workers.forget(keep)
+    }
+
+    /// Tells again what a worker file's markers said (its job, its actor class), as
+    /// kept in the context the file ended in: for a worker forgotten meanwhile
+    /// ([`Correlator::forget_workers`]), or not prescanned by a restarted agent, whose
+    /// other files (its core-worker log) take their job from it. What is known stays.
+    pub fn recall_worker(&mut self, worker: &crate::id::PackedId, job: Option<&str>, class: Option<&str>) {
+        if let Some(j) = job.and_then(|j| Id::parse_len(j.as_bytes(), crate::id::JOB_HEX)) {
+            if self.workers.job(worker).is_none() {
+                self.workers.set_job(worker, j);
+            }
+        }
+        if let Some(c) = class {
+            self.workers.set_class_once(worker, c.as_bytes());
+        }
+    }
+
+    /// Workers known (see [`Correlator::forget_workers`]).
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
     /// Number of known worker → actor links.
     pub fn len(&self) -> usize {
         self.workers.actors()

@@ -164,6 +164,29 @@ impl Workers {
     pub fn actors(&self) -> usize {
         self.actors.len()
     }
+
+    /// Workers known.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Forgets every worker not linked to an actor for which `keep` says no, and
+    /// gives their memory back; returns how many.
+    pub fn forget(&mut self, keep: impl Fn(&PackedId) -> bool) -> usize {
+        let before = self.slots.len();
+        self.slots.retain(|s| s.actor != NONE || keep(&s.key));
+        let gone = before - self.slots.len();
+        if gone > 0 {
+            self.slots.shrink_to_fit();
+            let (slots, hasher) = (&self.slots, &self.hasher);
+            let mut index = HashTable::with_capacity(slots.len());
+            for (i, s) in slots.iter().enumerate() {
+                index.insert_unique(hasher.hash_one(s.key), i as u32, |&i| hasher.hash_one(slots[i as usize].key));
+            }
+            self.index = index;
+        }
+        gone
+    }
 }
 
 #[cfg(test)]
@@ -222,5 +245,39 @@ mod tests {
         // A worker relinked (the same worker id reused) answers with the new actor.
         assert!(w.set_actor(&ids[0], id(&"7".repeat(32))));
         assert_eq!(w.actor(&ids[0]), Some(id(&"7".repeat(32))));
+    }
+
+    /// Forgetting drops the workers asked, never one hosting an actor, and every
+    /// worker kept is found again with its own facts.
+    #[test]
+    fn forgotten_workers_go_and_the_rest_stay_found() {
+        let mut w = Workers::default();
+        let ids: Vec<PackedId> = (0..10_000u64).map(|i| key(&format!("{i:056x}"))).collect();
+        for (i, x) in ids.iter().enumerate() {
+            w.set_job(x, id(&format!("{:08x}", i % 7 + 1)));
+            w.note_time(x, Timestamp(i as i64));
+            if i % 10 == 0 {
+                w.set_actor(x, id(&format!("{i:032x}")));
+            }
+        }
+        // Keep every third; actors (every tenth) stay whatever `keep` says.
+        let keep = |k: &PackedId| ids.iter().position(|x| x == k).is_some_and(|i| i % 3 == 0);
+        let gone = w.forget(keep);
+        let stays = |i: usize| i % 3 == 0 || i % 10 == 0;
+        assert_eq!(gone, (0..10_000).filter(|&i| !stays(i)).count());
+        assert_eq!(w.len(), 10_000 - gone);
+        for (i, x) in ids.iter().enumerate() {
+            if stays(i) {
+                assert_eq!(w.job(x), Some(id(&format!("{:08x}", i % 7 + 1))), "worker {i}");
+                assert_eq!(w.time(x), Some(Timestamp(i as i64)));
+                assert_eq!(w.actor(x).is_some(), i % 10 == 0);
+            } else {
+                assert_eq!((w.job(x), w.time(x)), (None, None), "worker {i} forgotten");
+            }
+        }
+        // A forgotten worker learned again starts afresh.
+        w.set_job(&ids[1], id("0000000a"));
+        assert_eq!((w.job(&ids[1]), w.time(&ids[1])), (Some(id("0000000a")), None));
+        assert_eq!(w.forget(|_| true), 0);
     }
 }

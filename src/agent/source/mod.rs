@@ -50,6 +50,7 @@ mod gone;
 #[cfg(test)]
 mod model_tests;
 mod names;
+mod quiet;
 mod read;
 mod scan;
 mod table;
@@ -148,6 +149,8 @@ pub struct Source {
     next_rescan: Instant,
     next_sweep: Instant,
     next_gauges: Instant,
+    /// When the table is next looked through for workers to forget (see [`quiet`]).
+    next_forget: Instant,
     /// Whether inotify watches the paths (else the poll and rescans run every
     /// `poll_interval`).
     watched: bool,
@@ -223,6 +226,7 @@ impl Source {
             next_rescan: now,
             next_sweep: now,
             next_gauges: now,
+            next_forget: now,
             watched,
             listing: 0,
             busy_rounds: 0,
@@ -273,6 +277,9 @@ impl Source {
                 self.busy_rounds += 1;
             } else if self.busy_rounds > 0 && self.table.ready_len() == 0 {
                 self.settle();
+            }
+            if !progress {
+                self.forget_quiet_workers(Instant::now(), quiet::QUIET);
             }
             // Files a restart has not stat'ed yet, or a listing has not tracked yet:
             // the next round takes more at once.

@@ -175,6 +175,10 @@ impl Source {
         let mut meta = classify(&rel, d.session.as_deref());
         meta.path = Some(path.to_string_lossy().into_owned());
         let meta = Arc::new(meta);
+        if let (Some(w), Some(c)) = (meta.worker_key(), t.context.as_deref()) {
+            // Its worker may have been forgotten (`quiet`) or never prescanned (a restart).
+            self.corr.recall_worker(&w, c.job_id.as_deref(), c.actor_name.as_deref());
+        }
         let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time());
         let expect = (t.unverified || t.fingerprint().len > 0).then_some(t.fingerprint());
         let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), d.node, t.resume, ctx, expect)? else {

@@ -76,6 +76,19 @@ impl Rig {
     /// A round after its `look`: what the reader does once it has taken in the
     /// changes (a test may change the files in between, as a writer can).
     pub fn rest_of_round(&mut self) -> Vec<Sent> {
+        self.step();
+        self.sent()
+    }
+
+    /// [`Rig::round`], the records as the sinks' JSON.
+    fn round_json(&mut self, changes: Changes) -> Vec<serde_json::Value> {
+        self.source.look(changes);
+        self.step();
+        self.sent_json()
+    }
+
+    /// What the reader does in a round once it has taken in the changes.
+    fn step(&mut self) {
         let s = &mut self.source;
         s.read_round();
         assert!(s.table.open_count() <= s.max_open, "{} files open, cap {}", s.table.open_count(), s.max_open);
@@ -84,7 +97,6 @@ impl Rig {
         s.release_held(false);
         s.first_scan = false;
         s.cut(true);
-        self.sent()
     }
 
     /// The records cut into batches so far and not yet taken.
@@ -96,6 +108,15 @@ impl Rig {
                 let message = v["message"].as_str().unwrap().to_string();
                 got.push(Sent { message, offset: e.offset, doc_id: e.doc_id });
             }
+        }
+        got
+    }
+
+    /// The records cut into batches so far and not yet taken, as the sinks' JSON.
+    fn sent_json(&mut self) -> Vec<serde_json::Value> {
+        let mut got = vec![];
+        while let Ok((b, _)) = self.batches.try_recv() {
+            got.extend(b.entries.iter().map(|e| serde_json::from_str(b.json_of(e)).unwrap()));
         }
         got
     }
@@ -356,4 +377,58 @@ fn discovery_stops_when_the_agent_is_stopping() {
     }
     assert_eq!(tracked, 3 * super::files::STOP_CHECK);
     assert_eq!(rig.source.table.len(), 3 * super::files::STOP_CHECK);
+}
+
+/// A worker whose files are all read, closed and quiet is forgotten; one hosting an
+/// actor or with a file still open is not. A line its file gets later keeps the job
+/// the file's `:job_id:` line named (from the context the file ended in).
+#[test]
+fn quiet_workers_are_forgotten_and_their_files_keep_their_job() {
+    let mut rig = Rig::new("quiet", 8);
+    // Pre-started workers: the job is in the marker, not in the name.
+    let name = |n: u32| format!("worker-{:056x}-ffffffff-{}.out", 0xa000 + n, 40_000 + n);
+    let core = |n: u32| format!("python-core-worker-{:056x}_{}.log", 0xa000 + n, 40_000 + n);
+    let files: Vec<PathBuf> = (1..=3).map(|n| rig.logs().join(name(n))).collect();
+    for f in &files {
+        write(f, ":job_id:03000000\nhello\n");
+    }
+    let mut got = rig.round(everything());
+    got.extend(settle(&mut rig));
+    assert_eq!(got, ["hello"; 3]);
+    assert_eq!(rig.source.corr.workers(), 3);
+    let id = |n: u32| Id::parse(format!("{:056x}", 0xa000 + n).as_bytes()).unwrap();
+    let actor = Id::parse(b"0123456789abcdef0123456789abcdef").unwrap();
+    assert!(rig.source.corr.link(id(2), actor));
+    for f in &files[..2] {
+        let key = rig.key_of(f);
+        rig.source.close(key);
+    }
+    assert_eq!(rig.source.forget_quiet_workers(Instant::now(), Duration::from_secs(3600)), 0, "not quiet yet");
+    rig.source.next_forget = Instant::now();
+    assert_eq!(rig.source.forget_quiet_workers(Instant::now(), Duration::ZERO), 1);
+    let corr = &rig.source.corr;
+    assert_eq!(corr.workers(), 2);
+    assert_eq!(corr.job_of(&id(1)), None, "worker 1: read, closed, quiet");
+    assert_eq!(corr.actor_of(&id(2)), Some(actor), "worker 2 hosts an actor");
+    assert!(corr.job_of(&id(3)).is_some(), "worker 3's file is open");
+    write(&files[0], "later\n");
+    let mut later = rig.round_json(paths(&[&files[0]]));
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(2));
+        later.extend(rig.round_json(Changes::default()));
+    }
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!((later[0]["message"].as_str(), later[0]["job_id"].as_str()), (Some("later"), Some("03000000")));
+    // Reopened, the file told the correlator its job again: its worker's core-worker
+    // log, new now, gets it.
+    assert_eq!(rig.source.corr.job_of(&id(1)).map(|j| j.to_string()), Some("03000000".into()));
+    let log = rig.logs().join(core(1));
+    write(&log, "[2026-11-30 09:05:36,393 I 40001 40001] core_worker.cc:1: a line naming no job\n");
+    let mut core_lines = rig.round_json(paths(&[&log]));
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(2));
+        core_lines.extend(rig.round_json(Changes::default()));
+    }
+    assert_eq!(core_lines.len(), 1, "{core_lines:?}");
+    assert_eq!(core_lines[0]["job_id"].as_str(), Some("03000000"), "{core_lines:?}");
 }
