@@ -26,6 +26,20 @@ pub struct Wait {
     pub node_until: Option<Instant>,
 }
 
+/// What a held record says of its ids and names.
+#[derive(Debug, PartialEq)]
+struct Shared {
+    ids: Ids,
+    task_name: Option<Box<str>>,
+    actor_name: Option<Box<str>>,
+}
+
+impl Shared {
+    fn is(&self, r: &Record<'_>) -> bool {
+        self.ids == *r.ids && self.task_name.as_deref() == r.task_name && self.actor_name.as_deref() == r.actor_name
+    }
+}
+
 /// A record copied out of the parser.
 #[derive(Debug)]
 pub struct HeldRecord {
@@ -42,10 +56,11 @@ pub struct HeldRecord {
     message: String,
     offset: u64,
     lines: u32,
-    ids: Ids,
+    /// The ids and names, as a file's records have them alike: shared with the
+    /// record held before when the same (290 of a held record's 512 bytes were its
+    /// ids, and a catch-up of actor output fills the hold to its bound).
+    shared: Arc<Shared>,
     pid: Option<u32>,
-    task_name: Option<String>,
-    actor_name: Option<String>,
     /// `(key, value, is_raw_json)`.
     fields: Vec<(String, String, bool)>,
     truncated: bool,
@@ -65,7 +80,23 @@ impl HeldRecord {
         earliest(Some(self.wait.until), self.wait.node_until.filter(|_| !node_known))
     }
 
-    fn copy(r: &Record<'_>, key: FileKey, seed: u128, meta: Arc<FileMeta>, wait: Wait) -> HeldRecord {
+    /// `r`, its ids and names shared with `last`'s when the same.
+    fn copy(
+        r: &Record<'_>,
+        key: FileKey,
+        seed: u128,
+        meta: Arc<FileMeta>,
+        wait: Wait,
+        last: Option<&Arc<Shared>>,
+    ) -> HeldRecord {
+        let shared = match last {
+            Some(s) if s.is(r) => s.clone(),
+            _ => Arc::new(Shared {
+                ids: *r.ids,
+                task_name: r.task_name.map(Box::from),
+                actor_name: r.actor_name.map(Box::from),
+            }),
+        };
         HeldRecord {
             key,
             seed,
@@ -78,10 +109,8 @@ impl HeldRecord {
             message: r.message.to_string(),
             offset: r.offset,
             lines: r.lines,
-            ids: *r.ids,
+            shared,
             pid: r.pid,
-            task_name: r.task_name.map(str::to_string),
-            actor_name: r.actor_name.map(str::to_string),
             fields: r
                 .fields
                 .iter()
@@ -102,12 +131,12 @@ impl HeldRecord {
 
     /// Whether the record waits for its worker's actor (see [`Hold::awaits_actor`]).
     fn awaits_actor(&self) -> bool {
-        awaits_actor(&self.ids, self.actor_name.is_some(), &self.meta)
+        awaits_actor(&self.shared.ids, self.shared.actor_name.is_some(), &self.meta)
     }
 
     /// Hands the record to `out`, tagged with `actor` and `node` when known.
     pub fn emit(&self, actor: Option<Id>, node: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey, u128)) {
-        let mut ids = self.ids;
+        let mut ids = self.shared.ids;
         ids.node_id = ids.node_id.or(node);
         if let Some(a) = actor {
             ids.actor_id = Some(a);
@@ -128,8 +157,8 @@ impl HeldRecord {
             lines: self.lines,
             ids: &ids,
             pid: self.pid,
-            task_name: self.task_name.as_deref(),
-            actor_name: self.actor_name.as_deref(),
+            task_name: self.shared.task_name.as_deref(),
+            actor_name: self.shared.actor_name.as_deref(),
             fields: &fields,
             truncated: self.truncated,
         };
@@ -192,7 +221,7 @@ impl Hold {
     }
 
     pub fn push(&mut self, r: &Record<'_>, key: FileKey, seed: u128, meta: Arc<FileMeta>, wait: Wait) {
-        let h = HeldRecord::copy(r, key, seed, meta, wait);
+        let h = HeldRecord::copy(r, key, seed, meta, wait, self.queue.back().map(|h| &h.shared));
         let len = self.queue.len();
         if len == self.queue.capacity() && (1024..=MAX_HELD).contains(&len) {
             // Up to the bound, not the next power of two past it that doubling
@@ -280,8 +309,8 @@ impl Hold {
                 stopped = true;
                 return true;
             }
-            let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
-            let node = h.ids.node_id.or_else(|| node_of(&h.key));
+            let actor = h.shared.ids.worker_id.and_then(|w| corr.actor_of(&w));
+            let node = h.shared.ids.node_id.or_else(|| node_of(&h.key));
             let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
             let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
             // Counting `h`: a full hold gives up its oldest until it is no longer full.
@@ -301,8 +330,15 @@ impl Hold {
             return true;
         }
         if self.queue.is_empty() {
-            // Its room goes back too: a node holds nothing most of the time.
+            // Its room goes back too: a node holds nothing most of the time. A hold
+            // that was full (a catch-up of actor output) empties after the reader
+            // caught up and gave its memory back (`Source::settle`): this is the
+            // last of the catch-up's memory, so it goes back to the system too.
+            let was_full = self.queue.capacity() >= 1024;
             self.queue = VecDeque::new();
+            if was_full {
+                crate::agent::trim_heap();
+            }
         }
         self.settled = Some(Settled { news, due });
         false
@@ -327,8 +363,8 @@ impl Hold {
                 return true;
             }
             let Some(h) = self.queue.pop_front() else { break };
-            let actor = h.ids.worker_id.and_then(|w| corr.actor_of(&w));
-            let node = h.ids.node_id.or_else(|| node_of(&h.key));
+            let actor = h.shared.ids.worker_id.and_then(|w| corr.actor_of(&w));
+            let node = h.shared.ids.node_id.or_else(|| node_of(&h.key));
             let (left, riders) = self.forget(&h);
             if left && (riders || actor.is_some()) {
                 self.settled = None;
@@ -412,6 +448,56 @@ mod tests {
         let (rest, more) = messages(&mut hold, &corr, true, 100);
         assert!(!more && hold.is_empty());
         assert_eq!(rest, (10..25).map(|i| format!("print {i}")).collect::<Vec<_>>());
+    }
+
+    /// A file's held records keep one copy of their ids and names between them, and
+    /// each still goes out with its own: a record whose ids differ (a line naming a
+    /// task) gets its own copy, and the next record shares again.
+    #[test]
+    fn held_records_share_their_ids_and_go_out_with_their_own() {
+        let (mut hold, mut corr) = held(100);
+        assert!(std::mem::size_of::<HeldRecord>() <= 256, "{} bytes", std::mem::size_of::<HeldRecord>());
+        let first = hold.queue[0].shared.clone();
+        assert_eq!(Arc::strong_count(&first), 101, "one copy for a file's 100 records (and `first`)");
+        drop(first);
+        let meta = hold.queue[0].meta.clone();
+        let (key, wait) = (hold.queue[0].key, hold.queue[0].wait);
+        let task = Id::parse(b"c8ef45ccd0112571ffffffffffffffffffffffff01000000").unwrap();
+        let mut ids = hold.queue[0].shared.ids;
+        ids.task_id = Some(task);
+        let fields = Fields::default();
+        for (i, ids) in [ids, hold.queue[0].shared.ids].iter().enumerate() {
+            let r = Record {
+                timestamp: None,
+                timestamp_inferred: false,
+                timestamp_estimated: false,
+                level: None,
+                message: "late",
+                file: &meta,
+                offset: 10_000 + i as u64,
+                lines: 1,
+                ids,
+                pid: None,
+                task_name: None,
+                actor_name: Some("Counter"),
+                fields: &fields,
+                truncated: false,
+            };
+            hold.push(&r, key, 0, meta.clone(), wait);
+        }
+        assert!(!Arc::ptr_eq(&hold.queue[100].shared, &hold.queue[99].shared), "other ids, another copy");
+        assert!(!Arc::ptr_eq(&hold.queue[101].shared, &hold.queue[100].shared), "back to the first ids");
+        let worker = hold.queue[0].shared.ids.worker_id.unwrap();
+        let actor = Id::parse(b"6b5c1cd3ac1d3ea6c1c4a1b301000000").unwrap();
+        assert!(corr.link(worker, actor));
+        let mut out = vec![];
+        hold.release(Instant::now(), &corr, &|_| None, false, usize::MAX, &mut |r, _, _| {
+            out.push((r.message.to_string(), r.ids.task_id, r.ids.actor_id, r.actor_name.map(str::to_string)));
+        });
+        assert_eq!(out.len(), 102);
+        assert!(out.iter().all(|(_, _, a, name)| *a == Some(actor) && name.as_deref() == Some("Counter")), "{out:?}");
+        let tasks: Vec<Option<Id>> = out[99..].iter().map(|o| o.1).collect();
+        assert_eq!(tasks, [None, Some(task), None]);
     }
 
     #[test]
