@@ -331,12 +331,12 @@ impl Hold {
         }
         if self.queue.is_empty() {
             // Its room goes back too: a node holds nothing most of the time. A hold
-            // that was full (a catch-up of actor output) empties after the reader
+            // that grew large (a catch-up of actor output) empties after the reader
             // caught up and gave its memory back (`Source::settle`): this is the
             // last of the catch-up's memory, so it goes back to the system too.
-            let was_full = self.queue.capacity() >= 1024;
+            let was_large = self.queue.capacity() >= 1024;
             self.queue = VecDeque::new();
-            if was_full {
+            if was_large {
                 crate::agent::trim_heap();
             }
         }
