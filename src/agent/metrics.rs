@@ -128,6 +128,8 @@ pub struct Metrics {
     pub bytes_lost: AtomicU64,
     pub checkpoints_written: AtomicU64,
     pub records_held: AtomicI64,
+    /// Workers the correlator keeps a slot for (see `agent::source::quiet`).
+    pub workers_known: AtomicI64,
     pub sinks: Vec<SinkMetrics>,
     /// The stages' own counters, rendered in the order they were first asked for.
     stages: Mutex<Vec<Stage>>,
@@ -201,6 +203,11 @@ impl Metrics {
             "raylog_records_held",
             "Actor-worker records waiting for their actor id.",
             self.records_held.load(Relaxed),
+        );
+        gauge(
+            "raylog_workers_known",
+            "Workers the correlator keeps (forgotten 10 minutes after their files are all read, unless they host an actor).",
+            self.workers_known.load(Relaxed),
         );
         self.render_sinks(&mut s);
         for stage in self.stages.lock().unwrap_or_else(|e| e.into_inner()).iter() {

@@ -414,6 +414,7 @@ impl Source {
         behind += self.table.ready().filter(|t| !open.contains(&t.key)).map(|t| t.behind()).sum::<u64>();
         m.bytes_behind.store(behind as i64, Relaxed);
         m.records_held.store(self.enrich.hold.len() as i64, Relaxed);
+        m.workers_known.store(self.corr.workers() as i64, Relaxed);
     }
 
     /// Sends the batch when it is full or old enough (or `force`), with the

@@ -406,6 +406,9 @@ fn quiet_workers_are_forgotten_and_their_files_keep_their_job() {
     assert_eq!(rig.source.forget_quiet_workers(Instant::now(), Duration::from_secs(3600)), 0, "not quiet yet");
     rig.source.next_forget = Instant::now();
     assert_eq!(rig.source.forget_quiet_workers(Instant::now(), Duration::ZERO), 1);
+    rig.source.next_gauges = Instant::now();
+    rig.source.update_gauges();
+    assert!(rig.source.metrics.render().contains("\nraylog_workers_known 2\n"));
     let corr = &rig.source.corr;
     assert_eq!(corr.workers(), 2);
     assert_eq!(corr.job_of(&id(1)), None, "worker 1: read, closed, quiet");
