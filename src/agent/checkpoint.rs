@@ -281,9 +281,6 @@ pub fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-#[cfg(test)]
-mod tests;
-
 /// The parser contexts files stopped in, one copy of each.
 ///
 /// Ray starts each worker's log with `:job_id:` and, for an actor, `:actor_name:`
@@ -319,3 +316,6 @@ impl Contexts {
         self.pool.len()
     }
 }
+
+#[cfg(test)]
+mod tests;

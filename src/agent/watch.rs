@@ -135,11 +135,11 @@ fn new_dirs(e: &notify::Event) -> Vec<PathBuf> {
     let is_dir = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     match e.kind {
         EventKind::Create(CreateKind::Folder) => e.paths.clone(),
-        EventKind::Create(CreateKind::Any) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
         // inotify reports a rename's destination as `To` (then, paired with its
         // source, as `Both`, which would look a second time).
-        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
-        EventKind::Modify(ModifyKind::Name(RenameMode::Any)) => e.paths.iter().filter(|p| is_dir(p)).cloned().collect(),
+        EventKind::Create(CreateKind::Any) | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Any)) => {
+            e.paths.iter().filter(|p| is_dir(p)).cloned().collect()
+        }
         _ => Vec::new(),
     }
 }

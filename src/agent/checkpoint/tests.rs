@@ -325,7 +325,12 @@ fn a_load_keeps_one_copy_of_each_context() {
             SavedContext { job_id: Some("01000000".into()), actor_name: actor.map(Into::into), ..Default::default() };
         Some(std::sync::Arc::new(c))
     };
-    let with = |ino: u64| FileCheckpoint { context: ctx((ino % 2 == 1).then_some("Trainer")), ..cp(ino, ino) };
+    // A fixed `updated`: built again below to compare, `cp`'s clock may have ticked.
+    let with = |ino: u64| FileCheckpoint {
+        context: ctx((ino % 2 == 1).then_some("Trainer")),
+        updated: 1_800_000_000,
+        ..cp(ino, ino)
+    };
     // Merged into the snapshot (over the journal's threshold), then a journal on top.
     (0..MERGED).for_each(|i| s.update(with(i)));
     s.save().unwrap();

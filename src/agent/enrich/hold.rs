@@ -27,7 +27,7 @@ pub struct Wait {
 }
 
 /// What a held record says of its ids and names.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct Shared {
     ids: Ids,
     task_name: Option<Box<str>>,
