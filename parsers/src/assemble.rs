@@ -47,7 +47,7 @@ pub enum Tb {
 }
 
 /// Decides, line by line, whether a line continues the current record.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Joiner {
     tb: Tb,
 }

@@ -41,6 +41,8 @@ pub struct Correlator {
     zone: Zone,
     /// See [`Correlator::learned`].
     learned: u64,
+    /// See [`Correlator::changes`].
+    changes: u64,
 }
 
 /// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
@@ -118,7 +120,14 @@ impl Correlator {
     /// Notes a time of `worker`'s core-worker log (only a newer one changes anything).
     #[inline]
     pub fn note_worker_time(&mut self, worker: Id, t: Timestamp) {
-        self.workers.note_time(&worker.packed(), t);
+        self.changes += self.workers.note_time(&worker.packed(), t) as u64;
+    }
+
+    /// How many times what is known changed (a link, a job, a class, a newer
+    /// time): a reader that parsed with a copy can tell whether the copy learned
+    /// anything the original lacks.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// The actor a worker hosts, if known.
@@ -136,6 +145,7 @@ impl Correlator {
             return false;
         }
         self.learned += 1;
+        self.changes += 1;
         true
     }
 
@@ -171,10 +181,10 @@ impl Correlator {
         match *marker {
             Marker::JobId(j) => {
                 if let Some(j) = Id::parse_len(j, crate::id::JOB_HEX) {
-                    self.workers.set_job(w, j);
+                    self.changes += self.workers.set_job(w, j) as u64;
                 }
             }
-            Marker::ActorName(a) => self.workers.set_class_once(w, a),
+            Marker::ActorName(a) => self.changes += self.workers.set_class_once(w, a) as u64,
             _ => {}
         }
     }
@@ -194,12 +204,22 @@ impl Correlator {
     pub fn recall_worker(&mut self, worker: &crate::id::PackedId, job: Option<&str>, class: Option<&str>) {
         if let Some(j) = job.and_then(|j| Id::parse_len(j.as_bytes(), crate::id::JOB_HEX)) {
             if self.workers.job(worker).is_none() {
-                self.workers.set_job(worker, j);
+                self.changes += self.workers.set_job(worker, j) as u64;
             }
         }
         if let Some(c) = class {
-            self.workers.set_class_once(worker, c.as_bytes());
+            self.changes += self.workers.set_class_once(worker, c.as_bytes()) as u64;
         }
+    }
+
+    /// Adds what `other` learned (from files read after the ones this one learned
+    /// from), with the result of learning it all here in that order: how a scan that
+    /// prescans files on many threads, each into a correlator of its own, puts
+    /// their findings together.
+    pub fn absorb(&mut self, other: &Correlator) {
+        let (links, changes) = self.workers.absorb(&other.workers);
+        self.learned += links;
+        self.changes += changes;
     }
 
     /// Workers known (see [`Correlator::forget_workers`]).
@@ -222,7 +242,7 @@ impl Correlator {
     #[inline]
     pub fn learn(&mut self, file: &FileMeta, message: &str, ids: &Ids, own_time: Option<Timestamp>) -> bool {
         if let (Some(t), Some(k), "core_worker") = (own_time, file.worker_key(), file.component.as_str()) {
-            self.workers.note_time(&k, t);
+            self.changes += self.workers.note_time(&k, t) as u64;
         }
         let Some(actor) = ids.actor_id else {
             return false;

@@ -130,9 +130,14 @@ impl Workers {
         (j != NONE).then(|| self.jobs.values[j as usize])
     }
 
-    pub fn set_job(&mut self, w: &PackedId, job: Id) {
+    /// Sets `w`'s job; false when it was that job already.
+    pub fn set_job(&mut self, w: &PackedId, job: Id) -> bool {
+        if self.job(w) == Some(job) {
+            return false;
+        }
         let j = self.jobs.intern(job);
         self.slot(w).job = j;
+        true
     }
 
     pub fn class(&self, w: &PackedId) -> Option<&str> {
@@ -141,12 +146,14 @@ impl Workers {
     }
 
     /// Sets `w`'s actor class unless it has one already (the first marker wins).
-    pub fn set_class_once(&mut self, w: &PackedId, class: &[u8]) {
+    /// False when it had one.
+    pub fn set_class_once(&mut self, w: &PackedId, class: &[u8]) -> bool {
         if self.class(w).is_some() {
-            return;
+            return false;
         }
         let c = self.classes.intern(String::from_utf8_lossy(class).into());
         self.slot(w).class = c;
+        true
     }
 
     pub fn time(&self, w: &PackedId) -> Option<Timestamp> {
@@ -155,9 +162,34 @@ impl Workers {
     }
 
     /// Keeps the newer of `w`'s time and `t`.
-    pub fn note_time(&mut self, w: &PackedId, t: Timestamp) {
+    /// False when it was not newer.
+    pub fn note_time(&mut self, w: &PackedId, t: Timestamp) -> bool {
         let s = self.slot(w);
+        let newer = t.0 > s.time;
         s.time = s.time.max(t.0);
+        newer
+    }
+
+    /// Adds what `other` knows, as if the facts it learned were learned here after
+    /// what is known now (a later job or actor wins, the first class stays, the
+    /// newest time). Returns (links changed, facts changed).
+    pub fn absorb(&mut self, other: &Workers) -> (u64, u64) {
+        let (mut links, mut changes) = (0, 0);
+        for s in &other.slots {
+            if s.job != NONE {
+                changes += self.set_job(&s.key, other.jobs.values[s.job as usize]) as u64;
+            }
+            if s.class != NONE {
+                changes += self.set_class_once(&s.key, other.classes.values[s.class as usize].as_bytes()) as u64;
+            }
+            if s.actor != NONE {
+                links += self.set_actor(&s.key, other.actors[s.actor as usize]) as u64;
+            }
+            if s.time != NO_TIME {
+                changes += self.note_time(&s.key, Timestamp(s.time)) as u64;
+            }
+        }
+        (links, changes + links)
     }
 
     /// Workers linked to an actor.

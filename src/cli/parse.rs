@@ -13,6 +13,8 @@ use raylog_parsers::Record;
 
 use super::{FilterArgs, Format, InputArgs};
 use crate::discover::discover;
+use crate::filter::Filter;
+use crate::scan::parallel::Fold;
 use crate::scan::{scan, ScanConfig, ScanReport};
 
 #[derive(Args, Debug)]
@@ -40,6 +42,47 @@ pub struct ParseArgs {
     /// Do not print warnings and the summary on stderr (failures are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Threads that parse (default: one per core). The output is the same for any
+    /// number; 1 reads and parses on one thread.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+}
+
+/// How a parse worker turns records into output.
+struct Printer<'a> {
+    filter: &'a Filter,
+    all: bool,
+    format: Format,
+    colour: bool,
+}
+
+/// Output of one segment, written in order by the calling thread.
+#[derive(Default)]
+struct Piece {
+    bytes: Vec<u8>,
+    text: String,
+    written: u64,
+}
+
+impl Fold for Printer<'_> {
+    type Piece = Piece;
+
+    fn add(&self, p: &mut Piece, r: &Record<'_>) {
+        if !(self.all || self.filter.matches(r)) {
+            return;
+        }
+        p.written += 1;
+        match self.format {
+            Format::Ndjson => write_record(&mut p.bytes, r),
+            Format::Pretty => crate::pretty::write_pretty(&mut p.text, r, self.colour),
+        }
+    }
+
+    fn reset(&self, p: &mut Piece) {
+        p.bytes.clear();
+        p.text.clear();
+        p.written = 0;
+    }
 }
 
 /// Writes records to stdout in big chunks; stops quietly when the reader goes away.
@@ -69,6 +112,19 @@ impl Output {
         }
         if self.buf.len() >= 1 << 20 {
             self.flush();
+        }
+    }
+
+    /// Writes a worker's piece (already in order).
+    fn piece(&mut self, p: &Piece) {
+        if self.closed {
+            return;
+        }
+        self.written += p.written;
+        for bytes in [&p.bytes[..], p.text.as_bytes()] {
+            if !self.closed && !bytes.is_empty() && self.out.write_all(bytes).is_err() {
+                self.closed = true;
+            }
         }
     }
 
@@ -105,11 +161,17 @@ pub fn run(a: ParseArgs) -> Result<u8> {
     };
     // Without filters every record passes: skip asking per record.
     let all = filter.is_empty();
-    let report = scan(&disc, &cfg, &mut progress, &mut |r| {
-        if all || filter.matches(r) {
-            out.write(r)
-        }
-    });
+    let threads = a.threads.map_or_else(crate::scan::parallel::default_threads, usize::from);
+    let report = if threads > 1 {
+        let printer = Printer { filter: &filter, all, format: a.format, colour: out.colour };
+        crate::scan::parallel::scan(&disc, &cfg, threads, &printer, &mut progress, &mut |p| out.piece(p))
+    } else {
+        scan(&disc, &cfg, &mut progress, &mut |r| {
+            if all || filter.matches(r) {
+                out.write(r)
+            }
+        })
+    };
     out.flush();
     if let Some(b) = bar {
         b.finish_and_clear();

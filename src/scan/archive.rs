@@ -106,3 +106,34 @@ pub fn parse(
     }
     Ok(())
 }
+
+/// Pass two for many threads: cuts every file entry into segments
+/// ([`super::segments::cut`]), with the same labels, times and ids as [`parse`].
+pub fn segments(
+    a: &Archive,
+    cfg: &ScanConfig,
+    facts: &ArchiveFacts,
+    buffer: &dyn Fn() -> Vec<u8>,
+    send: &mut dyn FnMut(super::segments::Segment),
+) -> io::Result<()> {
+    let mut ar = open(a)?;
+    for entry in ar.entries()? {
+        let entry = entry?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let mtime = cfg.fixed_mtime.or_else(|| entry.header().mtime().ok().map(|s| Timestamp::from_secs(s as i64)));
+        let (prefix, rel, session) = split_archive_path(&path);
+        let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
+        let node = facts.nodes.get(&(a.path.clone(), prefix)).copied();
+        let hint = facts.hints.get(&(a.path.clone(), path.clone())).copied();
+        let label = format!("{}:{}", a.path.display(), path);
+        let unit = std::sync::Arc::new(super::segments::Unit { label, meta, node, mtime, hint });
+        if super::segments::cut(decompressed(entry, &rel), &unit, cfg.opts.max_line_bytes, buffer, send) {
+            // The tar stream itself is damaged: nothing after this entry can be read.
+            return Ok(());
+        }
+    }
+    Ok(())
+}

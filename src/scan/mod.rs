@@ -7,21 +7,27 @@
 //! stdout gets its `actor_id` even when it is read before the core-worker log that
 //! names the actor. Both passes stream, so memory does not grow with input size.
 //! Plain and gzipped files are read here, tarballs in [`archive`]; both report
-//! through [`report`].
+//! through [`report`]. [`pass_one`] holds pass one, serial and on many threads;
+//! [`parallel`] runs pass two on many threads ([`segments`] cuts the input) with
+//! the serial output.
 
 mod archive;
+pub mod parallel;
+mod pass_one;
+mod permits;
 mod report;
+mod segments;
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::time::SystemTime;
 
-use raylog_parsers::{classify, Correlator, FileMeta, FileParser, Id, Record, Timestamp};
+use raylog_parsers::{classify, FileMeta, FileParser, Record, Timestamp};
 
+use self::pass_one::{pass_one, PassOne};
 pub use self::report::{read_error, ScanConfig, ScanReport};
 use crate::discover::{Discovered, LogFile, Origin};
 use crate::lines::for_each_line_chunk;
-use crate::prescan::{prescan_bytes, prescan_limit, wanted_by_prescan, Prescanned};
 
 fn open(source: &Origin) -> io::Result<Box<dyn Read>> {
     Ok(match source {
@@ -56,26 +62,7 @@ pub fn scan(
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> ScanReport {
     let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
-    let mut corr = Correlator::with_zone(cfg.opts.zone.clone());
-    let mut nodes: Vec<Option<Id>> = vec![None; disc.dirs.len()];
-    let mut hints: Vec<Option<Timestamp>> = vec![None; disc.files.len()];
-    let metas: Vec<FileMeta> = disc.files.iter().map(|f| meta_of(disc, f, cfg)).collect();
-    for (i, (f, meta)) in disc.files.iter().zip(&metas).enumerate() {
-        if !wanted_by_prescan(meta) || f.origin == Origin::Stdin {
-            continue;
-        }
-        if let Ok(r) = open(&f.origin) {
-            let mut found = Prescanned { node: nodes[f.dir], ..Prescanned::default() };
-            let _ = for_each_line_chunk(r.take(prescan_limit(meta)), |c| prescan_bytes(meta, c, &mut corr, &mut found));
-            (nodes[f.dir], hints[i]) = (found.node, found.time_hint);
-        }
-    }
-    let mut archive_facts = archive::ArchiveFacts::default();
-    for a in &disc.archives {
-        if let Err(e) = archive::prescan(a, &mut corr, &mut archive_facts) {
-            report.failures.push((a.path.display().to_string(), e.to_string()));
-        }
-    }
+    let PassOne { mut corr, nodes, hints, metas, archive_facts } = pass_one(disc, cfg, &mut report);
     for ((f, meta), hint) in disc.files.iter().zip(metas).zip(hints) {
         let label = source_label(f);
         let mtime = cfg.fixed_mtime.or_else(|| mtime_of(f));

@@ -60,10 +60,10 @@ where
 }
 
 /// A temp dir removed on drop; unique per process and per call.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
         let p = std::env::temp_dir().join(format!(
             "raylog-it-{name}-{}-{}",
@@ -75,7 +75,7 @@ impl TempDir {
         TempDir(p)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }

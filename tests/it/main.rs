@@ -25,6 +25,7 @@ mod scale;
 mod ship;
 mod ship_loki;
 mod shutdown;
+mod threads;
 mod trace;
 mod tree;
 mod util;

@@ -73,6 +73,31 @@ pub struct FileContext {
     pub last_timestamp: Option<Timestamp>,
 }
 
+impl FileContext {
+    /// What a worker-file marker line sets for the records after it.
+    pub fn apply_marker(&mut self, m: Marker<'_>) {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        match m {
+            Marker::JobId(j) => self.job_id = Id::parse_len(j, JOB_HEX),
+            Marker::ActorName(a) => self.actor_name = Some(text(a)),
+            Marker::TaskName(t) => {
+                self.task_name = Some(text(t));
+                self.task_id = None;
+            }
+            Marker::TaskAttemptStart(t, _) => self.task_id = Id::parse(t),
+            Marker::TaskAttemptEnd(_) => self.task_id = None,
+        }
+    }
+
+    /// Whether the marker-set parts (job, actor class, task) are the same.
+    pub fn same_markers(&self, other: &FileContext) -> bool {
+        self.job_id == other.job_id
+            && self.actor_name == other.actor_name
+            && self.task_name == other.task_name
+            && self.task_id == other.task_id
+    }
+}
+
 /// Where a record's time came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeSource {
@@ -212,6 +237,13 @@ pub struct FileParser {
     limit: Option<Timestamp>,
     /// The time of the pending record the limit stopped at.
     blocked: Option<Timestamp>,
+    /// A record was dated from the context's `last_timestamp` (or its absence)
+    /// before any record this parser emitted had a time of its own: what the
+    /// context it resumed with said about time mattered (see
+    /// [`FileParser::took_time_from_context`]).
+    time_from_context: bool,
+    /// A record this parser emitted had a time of its own.
+    own_time_seen: bool,
 }
 
 impl FileParser {
@@ -235,6 +267,8 @@ impl FileParser {
             stats: FileStats::default(),
             limit: None,
             blocked: None,
+            time_from_context: false,
+            own_time_seen: false,
         }
     }
 
@@ -272,6 +306,38 @@ impl FileParser {
 
     pub fn context(&self) -> &FileContext {
         &self.ctx
+    }
+
+    /// Whether a record was dated from the resumed context's `last_timestamp` (or
+    /// from its absence) before any record had a time of its own: a parser that
+    /// resumed with a guessed context is right only if this is false or the guess's
+    /// time was the true one.
+    pub fn took_time_from_context(&self) -> bool {
+        self.time_from_context
+    }
+
+    /// Whether `line` (the file's next line, without its newline), pushed next,
+    /// would start a record the way it starts one in a fresh parser: no partial
+    /// line held, the line does not join the open record, and the traceback state
+    /// after it is the one a fresh parser would have. Then the open record can be
+    /// emitted now ([`FileParser::finish`]) and the bytes from `line` on parsed by a
+    /// parser resumed there with this context.
+    pub fn breaks_before(&self, line: &[u8], opts: &Options) -> bool {
+        if !self.partial.is_empty() || self.partial_truncated {
+            return false;
+        }
+        let raw = &line[..line.len().min(opts.max_line_bytes)];
+        let text = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let kind = self.meta.kind;
+        if kind == FileKind::Worker && Marker::parse(text).is_some() {
+            return true;
+        }
+        let (mut joiner, mut fresh) = (self.joiner, Joiner::default());
+        let opens = joiner.opens_traceback(text);
+        let joins = joiner.continues(kind, text, self.pending.open)
+            && !(opens && !kind.headered() && below_warning(kind, &opts.zone, self.pending.text(&[])));
+        fresh.continues(kind, text, false);
+        !joins && joiner == fresh
     }
 
     /// Sets the node id (when it is learned after the parser was made).
@@ -410,7 +476,7 @@ impl FileParser {
                     return Step::Blocked;
                 }
                 io.corr.learn_marker(self.meta.worker_id, &m);
-                self.apply_marker(m);
+                self.ctx.apply_marker(m);
                 self.joiner.reset();
                 self.count_line(cut);
                 self.stats.markers += 1;
@@ -446,20 +512,6 @@ impl FileParser {
         self.stats.truncated_lines += cut as u64;
     }
 
-    fn apply_marker(&mut self, m: Marker<'_>) {
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        match m {
-            Marker::JobId(j) => self.ctx.job_id = Id::parse_len(j, JOB_HEX),
-            Marker::ActorName(a) => self.ctx.actor_name = Some(text(a)),
-            Marker::TaskName(t) => {
-                self.ctx.task_name = Some(text(t));
-                self.ctx.task_id = None;
-            }
-            Marker::TaskAttemptStart(t, _) => self.ctx.task_id = Id::parse(t),
-            Marker::TaskAttemptEnd(_) => self.ctx.task_id = None,
-        }
-    }
-
     /// Parses the pending record and hands it to `out`. False when it is dated after
     /// the time limit: it then stays pending and [`FileParser::blocked`] says when.
     fn emit_pending(&mut self, io: &mut Io<'_>) -> bool {
@@ -467,8 +519,22 @@ impl FileParser {
             return true;
         }
         let opts = io.opts;
-        let FileParser { meta, node_id, mtime, time_hint, pending, ctx, scratch, lossy, stats, limit, blocked, .. } =
-            self;
+        let FileParser {
+            meta,
+            node_id,
+            mtime,
+            time_hint,
+            pending,
+            ctx,
+            scratch,
+            lossy,
+            stats,
+            limit,
+            blocked,
+            time_from_context,
+            own_time_seen,
+            ..
+        } = self;
         let bytes = pending.text(io.data);
         let (text, valid) = match simdutf8::basic::from_utf8(bytes) {
             Ok(s) => (s, true),
@@ -482,6 +548,9 @@ impl FileParser {
         let mut d = Draft::default();
         let format = LineFormat::detect(meta.kind, text.as_bytes());
         formats::parse(format, text, scratch, &cx, &mut d);
+        if d.timestamp.is_none() && !*own_time_seen {
+            *time_from_context = true;
+        }
         let (timestamp, source) = match (d.timestamp, ctx.last_timestamp) {
             (Some(t), _) => (Some(t), TimeSource::Own),
             (None, Some(t)) => (Some(t), TimeSource::Previous),
@@ -508,6 +577,7 @@ impl FileParser {
         corr.tag(meta, *node_id, ctx.job_id, ctx.task_id, &mut d.ids);
         if d.timestamp.is_some() {
             ctx.last_timestamp = d.timestamp;
+            *own_time_seen = true;
         }
         let rec = Record {
             timestamp,

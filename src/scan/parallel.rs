@@ -1,0 +1,399 @@
+//! Pass two on every core, with the serial scan's exact output.
+//!
+//! One thread reads ([`super::segments`]): files and archive entries in the serial
+//! order, cut into segments of about half a MiB. `threads` workers each parse a
+//! segment on its own, with a parser resumed at the segment's offset and a copy of
+//! the correlator, and turn its records into a piece of output ([`Fold`]). The
+//! calling thread merges the pieces in order, and checks each segment's parse
+//! against what the serial parser would have had at that point:
+//! - the marker context the reader guessed is the one the previous segment ended
+//!   with, and the time of the file's last record was not needed, or was the same;
+//! - the previous segment's last record really ended where the segment starts
+//!   (its parser saw the next line and said so);
+//! - the correlator copy was the current one and the parse taught it nothing.
+//!
+//! A segment that fails a check is parsed again on the calling thread, by a serial
+//! parser that carries on into the next segments until a boundary is clean, and
+//! whose learning goes into the correlator (a new copy for the workers). On Ray's
+//! logs the checks almost always pass, so the workers do nearly all the parsing.
+//!
+//! Memory is bounded: the reader holds a permit for each segment in flight, at most
+//! [`IN_FLIGHT`] per worker, given back once the piece is written.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use raylog_parsers::parser::FileContext;
+use raylog_parsers::{Correlator, FileParser, FileStats, Options, Record};
+
+use super::pass_one::{pass_one_parallel, PassOne};
+use super::permits::Permits;
+use super::report::{read_error, ScanConfig, ScanReport};
+use super::segments::{cut, Segment, Unit};
+use super::{archive, mtime_of, open, source_label};
+use crate::discover::Discovered;
+
+/// Segments in flight for each worker.
+pub const IN_FLIGHT: usize = 4;
+
+/// The default `--threads`: one per core.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Turns records into a piece of output on a worker thread.
+pub trait Fold: Sync {
+    type Piece: Send + Default;
+    fn add(&self, piece: &mut Self::Piece, r: &Record<'_>);
+    /// Empties a piece that was taken, keeping its buffers for the next segment.
+    fn reset(&self, piece: &mut Self::Piece);
+}
+
+/// Buffers given back after use: a fresh half-MiB buffer per segment costs page
+/// faults (the allocator maps big blocks anew), and growing one costs copies.
+struct Pool<T>(Mutex<Vec<T>>);
+
+impl<T: Default> Pool<T> {
+    fn get(&self) -> T {
+        self.0.lock().unwrap().pop().unwrap_or_default()
+    }
+
+    fn put(&self, t: T) {
+        self.0.lock().unwrap().push(t);
+    }
+}
+
+/// What the reader sends, in order.
+// One per half MiB of input, moved through a channel once: boxing would save nothing.
+#[allow(clippy::large_enum_variant)]
+enum Job {
+    Segment(Segment),
+    /// An archive that could not be read (to the end).
+    Failure(String, String),
+}
+
+/// A worker's parse of a segment.
+struct Parsed<P> {
+    piece: P,
+    /// The context the parser ended with (after its last record).
+    end: FileContext,
+    stats: FileStats,
+    took_time: bool,
+    /// The last record ends at the segment's end.
+    clean_end: bool,
+    /// The correlator copy learned something.
+    learned: bool,
+    /// The correlator version parsed with.
+    version: u64,
+}
+
+#[allow(clippy::large_enum_variant)]
+enum Done<P> {
+    Segment(Segment, Option<Parsed<P>>),
+    Failure(String, String),
+}
+
+/// The correlator the workers parse with, and its version.
+struct Snapshot {
+    version: AtomicU64,
+    corr: Mutex<(u64, Arc<Correlator>)>,
+}
+
+/// Like [`super::scan`], on `threads` workers: `take` gets the pieces in order.
+pub fn scan<F: Fold>(
+    disc: &Discovered,
+    cfg: &ScanConfig,
+    threads: usize,
+    fold: &F,
+    progress: &mut dyn FnMut(u64),
+    take: &mut dyn FnMut(&F::Piece),
+) -> ScanReport {
+    let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
+    let one = pass_one_parallel(disc, cfg, threads.max(1), &mut report);
+    let snapshot = Snapshot { version: AtomicU64::new(0), corr: Mutex::new((0, Arc::new(one.corr.clone()))) };
+    let permits = Permits::new(threads.max(1) * IN_FLIGHT);
+    let (job_tx, job_rx) = sync_channel::<(u64, Job)>(threads.max(1) * IN_FLIGHT);
+    let job_rx = Mutex::new(job_rx);
+    let (done_tx, done_rx) = channel::<(u64, Done<F::Piece>)>();
+    let (buffers, pieces) = (Pool(Mutex::new(Vec::new())), Pool(Mutex::new(Vec::new())));
+    std::thread::scope(|s| {
+        let (one, permits, snapshot, job_rx, buffers, pieces) = (&one, &permits, &snapshot, &job_rx, &buffers, &pieces);
+        s.spawn(move || read(disc, cfg, one, permits, buffers, job_tx));
+        for _ in 0..threads.max(1) {
+            let done_tx = done_tx.clone();
+            s.spawn(move || work(job_rx, done_tx, snapshot, &cfg.opts, fold, pieces));
+        }
+        drop(done_tx);
+        let mut merge = Merge::new(one.corr.clone(), &cfg.opts, fold, snapshot, &mut report);
+        merge.run(done_rx, permits, (buffers, pieces), progress, take);
+    });
+    report
+}
+
+/// The reader: every unit, in the serial order.
+fn read(
+    disc: &Discovered,
+    cfg: &ScanConfig,
+    one: &PassOne,
+    permits: &Permits,
+    buffers: &Pool<Vec<u8>>,
+    tx: std::sync::mpsc::SyncSender<(u64, Job)>,
+) {
+    let buffer = || {
+        let mut b = buffers.get();
+        b.clear();
+        b
+    };
+    let mut seq = 0u64;
+    let mut send = |job: Job| {
+        permits.take();
+        let _ = tx.send((seq, job));
+        seq += 1;
+    };
+    let max_line = cfg.opts.max_line_bytes;
+    for (i, f) in disc.files.iter().enumerate() {
+        let unit = Arc::new(Unit {
+            label: source_label(f),
+            meta: one.metas[i].clone(),
+            node: one.nodes[f.dir],
+            mtime: cfg.fixed_mtime.or_else(|| mtime_of(f)),
+            hint: one.hints[i],
+        });
+        let mut to_job = |s: Segment| send(Job::Segment(s));
+        match open(&f.origin) {
+            Ok(r) => {
+                cut(r, &unit, max_line, &buffer, &mut to_job);
+            }
+            Err(e) => to_job(Segment {
+                unit: unit.clone(),
+                offset: 0,
+                bytes: Vec::new(),
+                next_line: None,
+                last: true,
+                guess: FileContext::default(),
+                fit: false,
+                error: Some(e),
+            }),
+        }
+    }
+    for a in &disc.archives {
+        let result = archive::segments(a, cfg, &one.archive_facts, &buffer, &mut |s| send(Job::Segment(s)));
+        if let Err(e) = result {
+            send(Job::Failure(a.path.display().to_string(), e.to_string()));
+        }
+    }
+}
+
+/// A worker: parses segments with its copy of the correlator.
+fn work<F: Fold>(
+    jobs: &Mutex<Receiver<(u64, Job)>>,
+    done: Sender<(u64, Done<F::Piece>)>,
+    snapshot: &Snapshot,
+    opts: &Options,
+    fold: &F,
+    pieces: &Pool<F::Piece>,
+) {
+    let mut local: Option<(u64, Correlator)> = None;
+    loop {
+        let Ok((seq, job)) = jobs.lock().unwrap().recv() else { return };
+        let out = match job {
+            Job::Failure(p, why) => Done::Failure(p, why),
+            Job::Segment(seg) if !seg.fit => Done::Segment(seg, None),
+            Job::Segment(seg) => {
+                let current = snapshot.version.load(Ordering::Acquire);
+                if local.as_ref().is_none_or(|(v, _)| *v != current) {
+                    let (v, c) = snapshot.corr.lock().unwrap().clone();
+                    local = Some((v, (*c).clone()));
+                }
+                let (version, corr) = local.as_mut().expect("set above");
+                let parsed = parse(&seg, corr, *version, opts, fold, pieces.get());
+                if parsed.learned {
+                    // The copy now knows more than its version: make a fresh one next time.
+                    local = None;
+                }
+                Done::Segment(seg, Some(parsed))
+            }
+        };
+        if done.send((seq, out)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Parses a segment on its own, as if resumed there with the reader's guess.
+fn parse<F: Fold>(
+    seg: &Segment,
+    corr: &mut Correlator,
+    version: u64,
+    opts: &Options,
+    fold: &F,
+    mut piece: F::Piece,
+) -> Parsed<F::Piece> {
+    let before = corr.changes();
+    let mut p = parser_at(&seg.unit, seg.offset, seg.guess.clone());
+    p.push(&seg.bytes, corr, opts, &mut |r| fold.add(&mut piece, r));
+    let clean_end = seg.last || seg.next_line.as_deref().is_some_and(|l| p.breaks_before(l, opts));
+    if clean_end {
+        p.finish(corr, opts, &mut |r| fold.add(&mut piece, r));
+    }
+    Parsed {
+        piece,
+        end: p.context().clone(),
+        stats: *p.stats(),
+        took_time: p.took_time_from_context(),
+        clean_end,
+        learned: corr.changes() != before,
+        version,
+    }
+}
+
+fn parser_at(unit: &Unit, offset: u64, ctx: FileContext) -> FileParser {
+    let mut p = FileParser::new(unit.meta.clone(), unit.node, unit.mtime);
+    p.set_time_hint(unit.hint);
+    p.resume_at(offset, ctx);
+    p
+}
+
+/// The calling thread's side: pieces in order, checked, or parsed again.
+struct Merge<'a, F: Fold> {
+    corr: Correlator,
+    version: u64,
+    opts: &'a Options,
+    fold: &'a F,
+    snapshot: &'a Snapshot,
+    report: &'a mut ScanReport,
+    /// The true context where the next segment of the current unit starts.
+    truth: FileContext,
+    /// The serial parser, while it carries on across segments.
+    serial: Option<FileParser>,
+    /// The current unit's counters so far.
+    stats: FileStats,
+}
+
+impl<'a, F: Fold> Merge<'a, F> {
+    fn new(
+        corr: Correlator,
+        opts: &'a Options,
+        fold: &'a F,
+        snapshot: &'a Snapshot,
+        report: &'a mut ScanReport,
+    ) -> Self {
+        let (truth, stats) = (FileContext::default(), FileStats::default());
+        Merge { corr, version: 0, opts, fold, snapshot, report, truth, serial: None, stats }
+    }
+
+    fn run(
+        &mut self,
+        done: Receiver<(u64, Done<F::Piece>)>,
+        permits: &Permits,
+        (buffers, pieces): (&Pool<Vec<u8>>, &Pool<F::Piece>),
+        progress: &mut dyn FnMut(u64),
+        take: &mut dyn FnMut(&F::Piece),
+    ) {
+        let (mut next, mut waiting) = (0u64, VecDeque::<Option<Done<F::Piece>>>::new());
+        for (seq, d) in done {
+            let at = (seq - next) as usize;
+            if waiting.len() <= at {
+                waiting.resize_with(at + 1, || None);
+            }
+            waiting[at] = Some(d);
+            while let Some(Some(d)) = waiting.front_mut().map(Option::take) {
+                waiting.pop_front();
+                next += 1;
+                match d {
+                    Done::Failure(p, why) => self.report.failures.push((p, why)),
+                    Done::Segment(seg, parsed) => {
+                        progress(seg.bytes.len() as u64);
+                        if let Some(mut piece) = self.segment(&seg, parsed, take) {
+                            self.fold.reset(&mut piece);
+                            pieces.put(piece);
+                        }
+                        buffers.put(seg.bytes);
+                    }
+                }
+                permits.give();
+            }
+        }
+    }
+
+    /// Merges a segment; returns the worker's piece for reuse.
+    fn segment(
+        &mut self,
+        seg: &Segment,
+        parsed: Option<Parsed<F::Piece>>,
+        take: &mut dyn FnMut(&F::Piece),
+    ) -> Option<F::Piece> {
+        let mut used = None;
+        if self.serial.is_none() {
+            match parsed {
+                Some(p) if self.holds(seg, &p) => {
+                    take(&p.piece);
+                    add_stats(&mut self.stats, &p.stats);
+                    let mut end = p.end;
+                    end.last_timestamp = end.last_timestamp.or(self.truth.last_timestamp);
+                    self.truth = end;
+                    used = Some(p.piece);
+                }
+                other => {
+                    used = other.map(|p| p.piece);
+                    self.serial = Some(parser_at(&seg.unit, seg.offset, self.truth.clone()));
+                }
+            }
+        }
+        if let Some(p) = self.serial.as_mut() {
+            let before = self.corr.changes();
+            let (fold, opts) = (self.fold, self.opts);
+            let mut piece = used.take().unwrap_or_default();
+            fold.reset(&mut piece);
+            p.push(&seg.bytes, &mut self.corr, opts, &mut |r| fold.add(&mut piece, r));
+            if seg.last || seg.next_line.as_deref().is_some_and(|l| p.breaks_before(l, opts)) {
+                p.finish(&mut self.corr, opts, &mut |r| fold.add(&mut piece, r));
+                self.truth = p.context().clone();
+                add_stats(&mut self.stats, p.stats());
+                self.serial = None;
+            }
+            take(&piece);
+            used = Some(piece);
+            if self.corr.changes() != before {
+                self.publish();
+            }
+        }
+        if seg.last {
+            let label = &seg.unit.label;
+            if let Some(e) = &seg.error {
+                let at = seg.offset + seg.bytes.len() as u64;
+                self.report.failures.push((label.clone(), read_error(e, at)));
+            }
+            self.report.add(label, &self.stats);
+            (self.truth, self.stats) = (FileContext::default(), FileStats::default());
+        }
+        used
+    }
+
+    /// Whether a worker's parse is what the serial parser gives here.
+    fn holds(&self, seg: &Segment, p: &Parsed<F::Piece>) -> bool {
+        p.clean_end
+            && !p.learned
+            && p.version == self.version
+            && seg.guess.same_markers(&self.truth)
+            && (!p.took_time || seg.guess.last_timestamp == self.truth.last_timestamp)
+    }
+
+    /// Gives the workers a copy of what the correlator knows now.
+    fn publish(&mut self) {
+        self.version += 1;
+        *self.snapshot.corr.lock().unwrap() = (self.version, Arc::new(self.corr.clone()));
+        self.snapshot.version.store(self.version, Ordering::Release);
+    }
+}
+
+fn add_stats(t: &mut FileStats, s: &FileStats) {
+    t.bytes += s.bytes;
+    t.lines += s.lines;
+    t.markers += s.markers;
+    t.records += s.records;
+    t.invalid_utf8 += s.invalid_utf8;
+    t.truncated_lines += s.truncated_lines;
+}
