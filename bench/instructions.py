@@ -5,7 +5,8 @@
 
 Generates (once, cached under $XDG_CACHE_HOME/raylog or ~/.cache/raylog) the fixed
 16 MiB tree `raycorpus.py generate --size-mb 16 --seed 7` (byte-identical on every
-run: fixed seed, fixed start time), runs `raylog parse TREE > /dev/null` under
+run: fixed seed, fixed start time), runs `raylog parse --threads 1 TREE > /dev/null`
+(one thread, so the count does not depend on the machine's cores) under
 `valgrind --tool=callgrind`, and divides the instructions it counted by the tree's
 MiB. Instruction counts do not depend on the machine's load or clock, so the same
 binary gives the same figure (seen here: 424,127,226 twice, with the other core busy).
@@ -46,8 +47,8 @@ def instructions(raylog, path):
     """Instructions callgrind counted for `raylog parse path`."""
     if not shutil.which("valgrind"):
         sys.exit("valgrind not found: install it (Debian: apt-get install valgrind)")
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", raylog, "parse", path],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", raylog, "parse", "--threads", "1", path]
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.exit("raylog parse under valgrind failed (%d): %s" % (p.returncode, p.stderr[-2000:]))
     m = re.search(r"Collected : (\d+)", p.stderr)
