@@ -15,7 +15,7 @@ use super::InputArgs;
 use crate::discover::discover;
 use crate::filter::{parse_time, Filter};
 use crate::health::Collector;
-use crate::scan::{scan, ScanConfig};
+use crate::scan::scan;
 
 /// Output formats of `health`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -69,14 +69,14 @@ pub struct HealthArgs {
 
 /// Runs `raylog health`.
 pub fn run(a: HealthArgs) -> Result<u8> {
-    let opts = a.input.options()?;
+    let cfg = a.input.scan_config()?;
+    let zone = &cfg.opts.zone;
     let filter = Filter {
-        since: a.since.as_deref().map(|v| parse_time("--since", v, &opts.zone)).transpose()?,
-        until: a.until.as_deref().map(|v| parse_time("--until", v, &opts.zone)).transpose()?,
+        since: a.since.as_deref().map(|v| parse_time("--since", v, zone)).transpose()?,
+        until: a.until.as_deref().map(|v| parse_time("--until", v, zone)).transpose()?,
         ..Filter::default()
     };
     let disc = discover(&a.input.paths);
-    let cfg = ScanConfig { opts, stdin_name: a.input.stdin_name.clone(), fixed_mtime: None };
     let bar = crate::progress::bar(disc.total_bytes());
     let mut progress = |n: u64| {
         if let Some(b) = &bar {

@@ -66,9 +66,24 @@ pub struct InputArgs {
     /// `worker-<id>-01000000-42.err`, so the right format applies.
     #[arg(long, value_name = "NAME")]
     pub stdin_name: Option<String>,
+
+    /// Threads that parse (default: one per core). The output is the same for any
+    /// number; 1 reads and parses on one thread.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 impl InputArgs {
+    /// What the scan is told: the parser options, `--stdin-name`, `--threads`.
+    pub fn scan_config(&self) -> Result<crate::scan::ScanConfig> {
+        Ok(crate::scan::ScanConfig {
+            opts: self.options()?,
+            stdin_name: self.stdin_name.clone(),
+            fixed_mtime: None,
+            threads: self.threads.map_or_else(crate::scan::parallel::default_threads, usize::from),
+        })
+    }
+
     /// Validates into parser options.
     pub fn options(&self) -> Result<Options> {
         let zone = Zone::parse(&self.timezone).map_err(|e| anyhow::anyhow!("--timezone: {e}"))?;

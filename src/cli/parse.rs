@@ -15,7 +15,7 @@ use super::{FilterArgs, Format, InputArgs};
 use crate::discover::discover;
 use crate::filter::Filter;
 use crate::scan::parallel::Fold;
-use crate::scan::{scan, ScanConfig, ScanReport};
+use crate::scan::{scan, ScanReport};
 
 #[derive(Args, Debug)]
 #[command(
@@ -42,10 +42,6 @@ pub struct ParseArgs {
     /// Do not print warnings and the summary on stderr (failures are still printed).
     #[arg(long, short)]
     pub quiet: bool,
-    /// Threads that parse (default: one per core). The output is the same for any
-    /// number; 1 reads and parses on one thread.
-    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub threads: Option<u16>,
 }
 
 /// How a parse worker turns records into output.
@@ -139,10 +135,9 @@ impl Output {
 
 /// Runs `raylog parse`.
 pub fn run(a: ParseArgs) -> Result<u8> {
-    let opts = a.input.options()?;
-    let filter = a.filter.build(&opts.zone)?;
+    let cfg = a.input.scan_config()?;
+    let filter = a.filter.build(&cfg.opts.zone)?;
     let disc = discover(&a.input.paths);
-    let cfg = ScanConfig { opts, stdin_name: a.input.stdin_name.clone(), fixed_mtime: None };
     let stdout = io::stdout();
     let mut out = Output {
         buf: Vec::with_capacity(1 << 20),
@@ -161,10 +156,10 @@ pub fn run(a: ParseArgs) -> Result<u8> {
     };
     // Without filters every record passes: skip asking per record.
     let all = filter.is_empty();
-    let threads = a.threads.map_or_else(crate::scan::parallel::default_threads, usize::from);
-    let report = if threads > 1 {
+    let report = if cfg.threads > 1 {
+        // Records become output on the workers: no copy of them travels.
         let printer = Printer { filter: &filter, all, format: a.format, colour: out.colour };
-        crate::scan::parallel::scan(&disc, &cfg, threads, &printer, &mut progress, &mut |p| out.piece(p))
+        crate::scan::parallel::scan(&disc, &cfg, cfg.threads, &printer, &mut progress, &mut |p| out.piece(p))
     } else {
         scan(&disc, &cfg, &mut progress, &mut |r| {
             if all || filter.matches(r) {

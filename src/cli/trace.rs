@@ -12,7 +12,6 @@ use clap::{ArgGroup, Args, ValueEnum};
 
 use super::{IdArgs, InputArgs};
 use crate::discover::discover;
-use crate::scan::ScanConfig;
 use crate::trace::collect::passes;
 use crate::trace::text::{write_header, write_line, Clock};
 use crate::trace::view::write_json;
@@ -78,10 +77,9 @@ impl TraceArgs {
 
 /// Runs `raylog trace`.
 pub fn run(a: TraceArgs) -> Result<u8> {
-    let opts = a.input.options()?;
+    let cfg = a.input.scan_config()?;
     let target = a.target()?;
     let disc = discover(&a.input.paths);
-    let cfg = ScanConfig { opts, stdin_name: a.input.stdin_name.clone(), fixed_mtime: None };
     let bar = crate::progress::bar(disc.total_bytes() * passes(&disc, &target));
     let mut progress = |n: u64| {
         if let Some(b) = &bar {

@@ -9,9 +9,11 @@
 //! Plain and gzipped files are read here, tarballs in [`archive`]; both report
 //! through [`report`]. [`pass_one`] holds pass one, serial and on many threads;
 //! [`parallel`] runs pass two on many threads ([`segments`] cuts the input) with
-//! the serial output.
+//! the serial output; [`batch`] carries the records of `health` and `trace` from
+//! its workers.
 
 mod archive;
+mod batch;
 pub mod parallel;
 mod pass_one;
 mod permits;
@@ -54,13 +56,30 @@ fn mtime_of(f: &LogFile) -> Option<Timestamp> {
 }
 
 /// Reads and parses everything in `disc`, calling `on_record` for each record and
-/// `progress` with bytes consumed.
+/// `progress` with bytes consumed; on `cfg.threads` threads, with the same records
+/// in the same order.
 pub fn scan(
     disc: &Discovered,
     cfg: &ScanConfig,
     progress: &mut dyn FnMut(u64),
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> ScanReport {
+    scan_where(disc, cfg, &|_| true, progress, on_record)
+}
+
+/// [`scan`], for a caller that ignores the records `keep` says no to: on many
+/// threads those are left on the workers (read on one thread, all are handed over).
+pub fn scan_where(
+    disc: &Discovered,
+    cfg: &ScanConfig,
+    keep: batch::Keep<'_>,
+    progress: &mut dyn FnMut(u64),
+    on_record: &mut dyn FnMut(&Record<'_>),
+) -> ScanReport {
+    if cfg.threads > 1 {
+        let copy = batch::Copy { keep };
+        return parallel::scan(disc, cfg, cfg.threads, &copy, progress, &mut |b| b.replay(on_record));
+    }
     let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
     let PassOne { mut corr, nodes, hints, metas, archive_facts } = pass_one(disc, cfg, &mut report);
     for ((f, meta), hint) in disc.files.iter().zip(metas).zip(hints) {

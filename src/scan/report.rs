@@ -13,6 +13,8 @@ pub struct ScanConfig {
     pub stdin_name: Option<String>,
     /// Use this instead of file mtimes for records without a time (golden tests).
     pub fixed_mtime: Option<Timestamp>,
+    /// Threads that parse; 0 or 1 reads on the calling thread (see [`super::parallel`]).
+    pub threads: usize,
 }
 
 /// What happened, for the exit code and the closing summary.

@@ -13,7 +13,7 @@ use raylog_parsers::Record;
 use super::entry::Entry;
 use super::select::{Kind, Knowledge, Target};
 use crate::discover::{Discovered, Origin};
-use crate::scan::{scan, ScanConfig, ScanReport};
+use crate::scan::{scan_where, ScanConfig, ScanReport};
 
 /// The outcome of collecting a trace.
 #[derive(Debug)]
@@ -110,7 +110,8 @@ pub fn collect(
 ) -> Collected {
     let mut knowledge = Knowledge::default();
     if passes(disc, target) == 2 {
-        scan(disc, cfg, progress, &mut |r| knowledge.observe(target, r));
+        let keep = |r: &Record<'_>| target.may_teach(r);
+        scan_where(disc, cfg, &keep, progress, &mut |r| knowledge.observe(target, r));
     }
     let mut c = Collector {
         target,
@@ -122,7 +123,9 @@ pub fn collect(
         seq: 0,
         buf: Vec::with_capacity(4096),
     };
-    let report = scan(disc, cfg, progress, &mut |r| c.on_record(r));
+    // Without context, a record neither selected nor teaching anything is dropped.
+    let keep = |r: &Record<'_>| context > 0 || target.may_teach(r) || target.may_select(r);
+    let report = scan_where(disc, cfg, &keep, progress, &mut |r| c.on_record(r));
     let mut entries = c.entries;
     entries.sort_by_key(|e| (e.timestamp, e.seq));
     Collected { entries, knowledge: c.knowledge, report }

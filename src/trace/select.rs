@@ -84,6 +84,27 @@ impl Target {
     pub fn names(&self, ids: &Ids) -> bool {
         self.id.matches(self.kind.id_of(ids))
     }
+
+    /// False only for a record [`Knowledge::observe`] learns nothing from, whatever
+    /// is known: lets a scan on many threads leave it on its worker.
+    pub fn may_teach(&self, r: &Record<'_>) -> bool {
+        self.names(r.ids)
+            || self.kind == Kind::Task && r.ids.worker_id.is_some() && r.ids.task_id.is_some() && r.task_name.is_some()
+    }
+
+    /// False only for a record [`Knowledge::selects`] says no to, whatever is known.
+    pub fn may_select(&self, r: &Record<'_>) -> bool {
+        if self.names(r.ids) {
+            return true;
+        }
+        match (self.kind, r.ids.worker_id) {
+            (Kind::Worker, None) => true,
+            (_, None) => false,
+            (Kind::Actor, Some(_)) => r.ids.actor_id.is_none(),
+            (Kind::Task, Some(_)) => r.component() == "worker" && r.ids.task_id.is_none() && r.task_name.is_some(),
+            (Kind::Job | Kind::Worker, Some(_)) => false,
+        }
+    }
 }
 
 /// GCS/raylet phrases whose `worker_id` is the worker hosting the named actor.

@@ -1,4 +1,5 @@
-//! `raylog parse --threads N` gives the single-threaded output byte for byte: on
+//! `raylog parse`, `health` and `trace` with `--threads N` give the single-threaded
+//! output byte for byte: on
 //! every fixture, and on files made up here to land on every case the parallel
 //! scan checks at its segment boundaries (tracebacks and C++ continuation lines
 //! around a cut, markers that change mid-file, prints without a time, lines longer
@@ -15,8 +16,13 @@ use crate::util::fixture_dirs;
 
 /// stdout, stderr and the exit code of `raylog parse --threads N <args>`.
 fn parse_with(threads: usize, args: &[&Path]) -> (Vec<u8>, String, i32) {
+    run_with(&["parse"], threads, args)
+}
+
+/// stdout, stderr and the exit code of `raylog <cmd...> --threads N <args>`.
+fn run_with(cmd: &[&str], threads: usize, args: &[&Path]) -> (Vec<u8>, String, i32) {
     let out = Command::new(env!("CARGO_BIN_EXE_raylog"))
-        .arg("parse")
+        .args(cmd)
         .arg(format!("--threads={threads}"))
         .args(args)
         .stdin(Stdio::null())
@@ -27,16 +33,20 @@ fn parse_with(threads: usize, args: &[&Path]) -> (Vec<u8>, String, i32) {
 
 /// Asserts every thread count gives what one thread gives; returns that.
 fn same_for_any_threads(args: &[&Path]) -> (Vec<u8>, String, i32) {
-    let one = parse_with(1, args);
+    same_for_any_threads_of(&["parse"], args)
+}
+
+fn same_for_any_threads_of(cmd: &[&str], args: &[&Path]) -> (Vec<u8>, String, i32) {
+    let one = run_with(cmd, 1, args);
     for n in [2, 3, 8] {
-        let many = parse_with(n, args);
-        assert_eq!(many.2, one.2, "exit code with --threads {n} on {args:?}");
-        assert_eq!(many.1, one.1, "stderr with --threads {n} on {args:?}");
+        let many = run_with(cmd, n, args);
+        assert_eq!(many.2, one.2, "exit code of {cmd:?} with --threads {n} on {args:?}");
+        assert_eq!(many.1, one.1, "stderr of {cmd:?} with --threads {n} on {args:?}");
         if many.0 != one.0 {
             let (a, b) = (String::from_utf8_lossy(&one.0), String::from_utf8_lossy(&many.0));
             let at = a.lines().zip(b.lines()).position(|(x, y)| x != y);
             panic!(
-                "stdout with --threads {n} on {args:?} differs from --threads 1 (line {at:?}):\n{:?}\n{:?}",
+                "stdout of {cmd:?} with --threads {n} on {args:?} differs from --threads 1 (line {at:?}):\n{:?}\n{:?}",
                 at.and_then(|i| a.lines().nth(i)),
                 at.and_then(|i| b.lines().nth(i))
             );
@@ -55,6 +65,37 @@ fn threads_give_the_serial_output_on_every_fixture() {
     }
     let all: Vec<&Path> = dirs.iter().map(|d| d.as_path()).collect();
     same_for_any_threads(&all);
+}
+
+/// The first value of `key` in NDJSON records.
+fn first_id(ndjson: &[u8], key: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(ndjson);
+    let at = text.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    Some(text[at..at + text[at..].find('"')?].to_string())
+}
+
+#[test]
+fn health_and_trace_on_threads_give_the_serial_output() {
+    let dirs = fixture_dirs();
+    let mut traced = 0;
+    for d in &dirs {
+        let (health, _, _) = same_for_any_threads_of(&["health", "--format", "json"], &[d]);
+        assert!(health.len() > 100, "{}", d.display());
+        let (records, _, _) = parse_with(1, &[d]);
+        for (flag, key) in
+            [("--actor-id", "actor_id"), ("--task-id", "task_id"), ("--job-id", "job_id"), ("--worker-id", "worker_id")]
+        {
+            let Some(id) = first_id(&records, key) else { continue };
+            for context in ["0", "2"] {
+                let (out, _, code) =
+                    same_for_any_threads_of(&["trace", flag, &id, "--context", context, "--format", "json"], &[d]);
+                assert_eq!(code, 0, "trace {flag} {id} on {}", d.display());
+                assert!(out.len() > 100);
+                traced += 1;
+            }
+        }
+    }
+    assert!(traced >= 16, "actors, tasks, jobs and workers traced: {traced}");
 }
 
 const WORKER: &str = "3d5a4fd12aabfe228f219e9cb0eb53f16947ccf25ec84d8dbc742547";
@@ -162,6 +203,20 @@ fn threads_cut_big_files_where_the_serial_parser_would() {
     let name = &err[marker + 11..marker + err[marker..].iter().position(|&c| c == b'\n').unwrap()];
     let name = format!("\"task_name\":\"{}\"", String::from_utf8_lossy(name));
     assert!(name.contains("Trainer.step_") && text.contains(&name), "{name} in the output");
+    same_for_any_threads_of(&["health"], &[tmp.path()]);
+    // A trace selects an untagged print by what it learned on the way: this worker's
+    // core-worker log names the actor (not as a creation the correlator links), so
+    // only the trace knows the worker's prints are the actor's.
+    let (w2, a2) = ("c".repeat(56), "a1b2c3d4e5f60718293a4b5c01000000");
+    let core = format!("[2026-01-15 10:00:00,000 I 4242 4242] core_worker.cc:1: Executing task for actor_id={a2}\n");
+    write(&format!("python-core-worker-{w2}_4242.log"), core.as_bytes());
+    let prints: String = (0..20_000).map(|i| format!("untagged print {i}\n")).collect();
+    write(&format!("worker-{w2}-01000000-4242.out"), prints.as_bytes());
+    let (trace, _, _) = same_for_any_threads_of(&["trace", "--actor-id", a2, "--format", "json"], &[tmp.path()]);
+    let trace = String::from_utf8_lossy(&trace);
+    assert!(trace.contains("untagged print 19999"), "the trace holds the worker's prints");
+    same_for_any_threads_of(&["trace", "--actor-id", ACTOR, "--context", "1"], &[tmp.path()]);
+    same_for_any_threads_of(&["trace", "--task-id", TASK], &[tmp.path()]);
 
     // The same files in a tarball, beside another.
     let tar_path = tmp.path().join("node.tar.gz");

@@ -1,0 +1,145 @@
+//! Records carried from a parse worker to the calling thread: what lets `health`
+//! and `trace`, whose collectors keep state that depends on record order, use
+//! [`super::parallel`] unchanged. A worker copies each record of its segment into a
+//! [`Batch`] (its text in one string, its ids and times in a small struct); the
+//! calling thread replays the batches in order as the same [`Record`]s, so the
+//! collector sees exactly what the serial scan shows it.
+
+use std::ops::Range;
+
+use raylog_parsers::record::{FieldValue, Fields, Ids};
+use raylog_parsers::{FileMeta, Level, Record, Timestamp};
+
+use super::parallel::Fold;
+
+/// One record, its strings as ranges of [`Batch::text`].
+struct Rec {
+    timestamp: Option<Timestamp>,
+    timestamp_inferred: bool,
+    timestamp_estimated: bool,
+    truncated: bool,
+    level: Option<Level>,
+    message: Range<u32>,
+    offset: u64,
+    lines: u32,
+    ids: Ids,
+    pid: Option<u32>,
+    task_name: Option<Range<u32>>,
+    actor_name: Option<Range<u32>>,
+    /// Its pairs in [`Batch::fields`].
+    fields: Range<u32>,
+}
+
+/// One `fields` pair: key and value ranges, and whether the value is JSON.
+struct Pair {
+    key: Range<u32>,
+    value: Range<u32>,
+    json: bool,
+}
+
+/// The records of one segment (of one file).
+#[derive(Default)]
+pub struct Batch {
+    meta: Option<FileMeta>,
+    text: String,
+    recs: Vec<Rec>,
+    fields: Vec<Pair>,
+}
+
+impl Batch {
+    fn put(&mut self, s: &str) -> Range<u32> {
+        let start = self.text.len() as u32;
+        self.text.push_str(s);
+        start..self.text.len() as u32
+    }
+
+    fn push(&mut self, r: &Record<'_>) {
+        if self.meta.is_none() {
+            self.meta = Some(r.file.clone());
+        }
+        let message = self.put(r.message);
+        let task_name = r.task_name.map(|s| self.put(s));
+        let actor_name = r.actor_name.map(|s| self.put(s));
+        let first = self.fields.len() as u32;
+        for f in r.fields.iter() {
+            let key = self.put(f.key);
+            let (value, json) = match f.value {
+                FieldValue::Str(v) => (self.put(v), false),
+                FieldValue::Json(v) => (self.put(v), true),
+            };
+            self.fields.push(Pair { key, value, json });
+        }
+        self.recs.push(Rec {
+            timestamp: r.timestamp,
+            timestamp_inferred: r.timestamp_inferred,
+            timestamp_estimated: r.timestamp_estimated,
+            truncated: r.truncated,
+            level: r.level,
+            message,
+            offset: r.offset,
+            lines: r.lines,
+            ids: *r.ids,
+            pid: r.pid,
+            task_name,
+            actor_name,
+            fields: first..self.fields.len() as u32,
+        });
+    }
+
+    fn str(&self, r: &Range<u32>) -> &str {
+        &self.text[r.start as usize..r.end as usize]
+    }
+
+    /// Hands each record to `on_record`, as the parser made it.
+    pub fn replay(&self, on_record: &mut dyn FnMut(&Record<'_>)) {
+        let Some(meta) = &self.meta else { return };
+        for rec in &self.recs {
+            let mut fields = Fields::default();
+            for p in &self.fields[rec.fields.start as usize..rec.fields.end as usize] {
+                let v = self.str(&p.value);
+                fields.push(self.str(&p.key), if p.json { FieldValue::Json(v) } else { FieldValue::Str(v) });
+            }
+            on_record(&Record {
+                timestamp: rec.timestamp,
+                timestamp_inferred: rec.timestamp_inferred,
+                timestamp_estimated: rec.timestamp_estimated,
+                level: rec.level,
+                message: self.str(&rec.message),
+                file: meta,
+                offset: rec.offset,
+                lines: rec.lines,
+                ids: &rec.ids,
+                pid: rec.pid,
+                task_name: rec.task_name.as_ref().map(|r| self.str(r)),
+                actor_name: rec.actor_name.as_ref().map(|r| self.str(r)),
+                fields: &fields,
+                truncated: rec.truncated,
+            });
+        }
+    }
+}
+
+/// Which records a caller needs; the others are not copied.
+pub type Keep<'a> = &'a (dyn Fn(&Record<'_>) -> bool + Sync);
+
+/// The [`Fold`] that copies every record `keep` wants into a [`Batch`].
+pub struct Copy<'a> {
+    pub keep: Keep<'a>,
+}
+
+impl Fold for Copy<'_> {
+    type Piece = Batch;
+
+    fn add(&self, b: &mut Batch, r: &Record<'_>) {
+        if (self.keep)(r) {
+            b.push(r);
+        }
+    }
+
+    fn reset(&self, b: &mut Batch) {
+        b.meta = None;
+        b.text.clear();
+        b.recs.clear();
+        b.fields.clear();
+    }
+}
