@@ -307,13 +307,11 @@ impl Correlator {
                 }
             }
             "gcs_server" | "raylet" => {
-                for phrase in HOSTING_PHRASES {
-                    for line in lines_containing(bytes, phrase.as_bytes()) {
-                        let mut ids = Ids::default();
-                        ids_of_line(line, &mut ids);
-                        if let (Some(w), Some(a)) = (ids.worker_id, ids.actor_id) {
-                            self.link(w, a);
-                        }
+                for line in hosting_lines(bytes) {
+                    let mut ids = Ids::default();
+                    ids_of_line(line, &mut ids);
+                    if let (Some(w), Some(a)) = (ids.worker_id, ids.actor_id) {
+                        self.link(w, a);
                     }
                 }
             }
@@ -347,6 +345,35 @@ fn newest_time(file: &FileMeta, bytes: &[u8], zone: &Zone) -> Option<Timestamp> 
     }
     let from_cpp = greatest.and_then(|g| crate::formats::line_time(file.kind, g, zone));
     newest.max(from_cpp)
+}
+
+/// The lines of `bytes` holding each of [`HOSTING_PHRASES`], phrase by phrase (a line
+/// once per phrase it holds, lines in file order within a phrase), found in one
+/// pass: GCS logs are read whole, and five searches of them cost five passes. The
+/// order is the one five searches give, because a later link to a worker replaces
+/// an earlier one.
+fn hosting_lines(bytes: &[u8]) -> impl Iterator<Item = &str> {
+    static PHRASES: std::sync::LazyLock<aho_corasick::AhoCorasick> = std::sync::LazyLock::new(|| {
+        aho_corasick::AhoCorasick::new(HOSTING_PHRASES).expect("fixed phrases make an automaton")
+    });
+    let mut hits: Vec<(usize, usize, usize)> = Vec::new();
+    // The line of the last hit: hits come in order of position, so a line is
+    // measured once however many hits it holds (a long line repeating a phrase
+    // stays linear), and searched back from only as far as the last line's end.
+    let (mut start, mut end) = (0, None);
+    for m in PHRASES.find_overlapping_iter(bytes) {
+        let phrase = m.pattern().as_usize();
+        if end.is_none_or(|e| m.start() > e) {
+            let from = end.map_or(0, |e| e + 1);
+            start = memchr::memrchr(b'\n', &bytes[from..m.start()]).map_or(from, |s| from + s + 1);
+            end = Some(memchr::memchr(b'\n', &bytes[m.start()..]).map_or(bytes.len(), |e| m.start() + e));
+        } else if hits.iter().rev().take_while(|h| h.1 == start).any(|h| h.0 == phrase) {
+            continue;
+        }
+        hits.push((phrase, start, end.unwrap_or(bytes.len())));
+    }
+    hits.sort_by_key(|h| h.0);
+    hits.into_iter().map(|(_, s, e)| std::str::from_utf8(&bytes[s..e]).unwrap_or(""))
 }
 
 /// Each line of `bytes` that contains `needle`, once, however often it occurs there.
@@ -423,6 +450,21 @@ mod tests {
             c.prescan(&meta, format!("noise\n{line}\nmore\n").as_bytes());
             assert_eq!(c.actor_of(&Id::parse(W.as_bytes()).unwrap()).unwrap().as_str(), A, "{line}");
         }
+    }
+
+    #[test]
+    fn hosting_lines_come_as_five_searches_give_them() {
+        let [p0, p1, p2, p3, p4] = HOSTING_PHRASES;
+        let text = format!(
+            "{p2} a\nnone\n{p0} {p0} b\n{p4} and {p1} c\n\n{p1}\nx {p3}{p3} d\nReceived KillLocalActor is failed on worker e\n{p2}"
+        );
+        let five: Vec<&str> =
+            HOSTING_PHRASES.iter().flat_map(|p| lines_containing(text.as_bytes(), p.as_bytes())).collect();
+        assert_eq!(hosting_lines(text.as_bytes()).collect::<Vec<_>>(), five);
+        assert_eq!(five.len(), 9, "{five:?}");
+        // A long line repeating a phrase is one line, found in linear time.
+        let long = format!("{}\n", p3.repeat(50_000));
+        assert_eq!(hosting_lines(long.as_bytes()).count(), 1);
     }
 
     #[test]
