@@ -114,7 +114,7 @@ pub fn segments(
     cfg: &ScanConfig,
     facts: &ArchiveFacts,
     buffer: &dyn Fn() -> Vec<u8>,
-    send: &mut dyn FnMut(super::segments::Segment),
+    send: &mut dyn FnMut(super::segments::Segment) -> bool,
 ) -> io::Result<()> {
     let mut ar = open(a)?;
     for entry in ar.entries()? {
@@ -131,7 +131,8 @@ pub fn segments(
         let label = format!("{}:{}", a.path.display(), path);
         let unit = std::sync::Arc::new(super::segments::Unit { label, meta, node, mtime, hint });
         if super::segments::cut(decompressed(entry, &rel), &unit, cfg.opts.max_line_bytes, buffer, send) {
-            // The tar stream itself is damaged: nothing after this entry can be read.
+            // The tar stream itself is damaged (nothing after this entry can be
+            // read), or the scan stopped.
             return Ok(());
         }
     }

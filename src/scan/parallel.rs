@@ -29,7 +29,7 @@ use raylog_parsers::parser::FileContext;
 use raylog_parsers::{Correlator, FileParser, FileStats, Options, Record};
 
 use super::pass_one::{pass_one_parallel, PassOne};
-use super::permits::Permits;
+use super::permits::{CloseOnDrop, Permits};
 use super::report::{read_error, ScanConfig, ScanReport};
 use super::segments::{cut, Segment, Unit};
 use super::{archive, mtime_of, open, source_label};
@@ -126,6 +126,7 @@ pub fn scan<F: Fold>(
             s.spawn(move || work(job_rx, done_tx, snapshot, &cfg.opts, fold, pieces));
         }
         drop(done_tx);
+        let _close = CloseOnDrop(permits);
         let mut merge = Merge::new(one.corr.clone(), &cfg.opts, fold, snapshot, &mut report);
         merge.run(done_rx, permits, (buffers, pieces), progress, take);
     });
@@ -146,11 +147,14 @@ fn read(
         b.clear();
         b
     };
-    let mut seq = 0u64;
+    let (mut seq, stopped) = (0u64, std::cell::Cell::new(false));
     let mut send = |job: Job| {
-        permits.take();
-        let _ = tx.send((seq, job));
+        if stopped.get() || !permits.take() || tx.send((seq, job)).is_err() {
+            stopped.set(true);
+            return false;
+        }
         seq += 1;
+        true
     };
     let max_line = cfg.opts.max_line_bytes;
     for (i, f) in disc.files.iter().enumerate() {
@@ -162,11 +166,9 @@ fn read(
             hint: one.hints[i],
         });
         let mut to_job = |s: Segment| send(Job::Segment(s));
-        match open(&f.origin) {
-            Ok(r) => {
-                cut(r, &unit, max_line, &buffer, &mut to_job);
-            }
-            Err(e) => to_job(Segment {
+        let stop = match open(&f.origin) {
+            Ok(r) => cut(r, &unit, max_line, &buffer, &mut to_job),
+            Err(e) => !to_job(Segment {
                 unit: unit.clone(),
                 offset: 0,
                 bytes: Vec::new(),
@@ -176,12 +178,18 @@ fn read(
                 fit: false,
                 error: Some(e),
             }),
+        };
+        if stop && stopped.get() {
+            return;
         }
     }
     for a in &disc.archives {
         let result = archive::segments(a, cfg, &one.archive_facts, &buffer, &mut |s| send(Job::Segment(s)));
         if let Err(e) = result {
             send(Job::Failure(a.path.display().to_string(), e.to_string()));
+        }
+        if stopped.get() {
+            return;
         }
     }
 }
@@ -208,12 +216,18 @@ fn work<F: Fold>(
                     local = Some((v, (*c).clone()));
                 }
                 let (version, corr) = local.as_mut().expect("set above");
-                let parsed = parse(&seg, corr, *version, opts, fold, pieces.get());
-                if parsed.learned {
-                    // The copy now knows more than its version: make a fresh one next time.
+                let piece = pieces.get();
+                // A parser bug must not leave the merge waiting for this segment: it
+                // is parsed again there, where a panic ends the scan.
+                let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    parse(&seg, corr, *version, opts, fold, piece)
+                }))
+                .ok();
+                if parsed.as_ref().is_none_or(|p| p.learned) {
+                    // The copy knows more than its version (or is half-updated): a fresh one next time.
                     local = None;
                 }
-                Done::Segment(seg, Some(parsed))
+                Done::Segment(seg, parsed)
             }
         };
         if done.send((seq, out)).is_err() {

@@ -82,7 +82,9 @@ pub fn pass_one_parallel(disc: &Discovered, cfg: &ScanConfig, threads: usize, re
         for _ in 0..threads {
             let (tx, next, permits, files, metas) = (tx.clone(), &next, &permits, &files, &metas);
             s.spawn(move || loop {
-                permits.take();
+                if !permits.take() {
+                    return;
+                }
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 if k >= jobs {
                     permits.give();

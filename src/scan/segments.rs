@@ -60,15 +60,15 @@ pub struct Segment {
     pub error: Option<io::Error>,
 }
 
-/// Cuts `r` into segments, handing each to `send`; true when a read error ended it
-/// early (sent with the bytes read before it, in the last segment).
-/// `buffer` gives an empty buffer to fill.
+/// Cuts `r` into segments, handing each to `send` (false: stop reading); true when
+/// reading stopped early: a read error (sent with the bytes read before it, in the
+/// last segment), or `send` said so. `buffer` gives an empty buffer to fill.
 pub fn cut(
     mut r: impl Read,
     unit: &Arc<Unit>,
     max_line: usize,
     buffer: &dyn Fn() -> Vec<u8>,
-    send: &mut dyn FnMut(Segment),
+    send: &mut dyn FnMut(Segment) -> bool,
 ) -> bool {
     let worker = unit.meta.kind == FileKind::Worker;
     let cap = SEGMENT + max_line + (64 << 10);
@@ -83,8 +83,9 @@ pub fn cut(
         if eof {
             let failed = error.is_some();
             let (guess, bytes) = (ctx.clone(), std::mem::take(&mut buf));
-            send(Segment { unit: unit.clone(), offset, bytes, next_line: None, last: true, guess, fit, error });
-            return failed;
+            let sent =
+                send(Segment { unit: unit.clone(), offset, bytes, next_line: None, last: true, guess, fit, error });
+            return failed || !sent;
         }
         if buf.len() < SEGMENT {
             continue;
@@ -105,7 +106,18 @@ pub fn cut(
         fit &= next_line.is_some();
         let bytes = std::mem::replace(&mut buf, rest);
         let len = bytes.len() as u64;
-        send(Segment { unit: unit.clone(), offset, bytes, next_line, last: false, guess, fit: seg_fit, error: None });
+        if !send(Segment {
+            unit: unit.clone(),
+            offset,
+            bytes,
+            next_line,
+            last: false,
+            guess,
+            fit: seg_fit,
+            error: None,
+        }) {
+            return true;
+        }
         offset += len;
     }
 }
