@@ -17,6 +17,11 @@ of --size-mb, cached in /tmp/raylog-bench. --instructions adds callgrind's
 instruction counts for `parse` on bench/instructions.py's fixed 16 MiB tree, which do
 not drift at all.
 
+`parse` and `health` run with `--threads 1` (or `--threads N`) on a binary that
+has the flag, so CPU-seconds compare like for like with older single-threaded
+builds; wall-clock speed-ups from threads are measured in the README's "All cores"
+table instead.
+
 Standard library only.
 """
 import argparse, json, os, statistics, subprocess, sys
@@ -34,10 +39,21 @@ def corpus(a):
     return path
 
 
-def run(work, binary, tree):
+THREADS = {}
+
+
+def threads_args(binary, n):
+    """`--threads n` when `binary` has the flag (builds before it read on one thread)."""
+    if binary not in THREADS:
+        h = subprocess.run([binary, "parse", "--help"], capture_output=True, text=True).stdout
+        THREADS[binary] = "--threads" in h
+    return ["--threads", str(n)] if THREADS[binary] else []
+
+
+def run(work, binary, tree, threads=1):
     """(CPU-seconds, peak RSS MiB) of one run."""
     if work in ("parse", "health"):
-        code, ru, _, err = run_measured([binary, work, tree])
+        code, ru, _, err = run_measured([binary, work] + threads_args(binary, threads) + [tree])
         # `health` exits 1 when it found problems: a verdict, not a failure.
         if code not in (0, 1):
             sys.exit("%s %s failed (%d): %s" % (binary, work, code, err[-2000:]))
@@ -71,6 +87,8 @@ def main():
     ap.add_argument("--only", help="comma-separated workloads (default: all of %s)" % ",".join(WORKLOADS))
     ap.add_argument("--corpus")
     ap.add_argument("--instructions", action="store_true")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="--threads for parse and health, on binaries that have it (default 1)")
     a = ap.parse_args()
     bins = {"old": os.path.abspath(a.old), "new": os.path.abspath(a.new)}
     for k, b in bins.items():
@@ -89,7 +107,7 @@ def main():
         rss = {"old": [], "new": []}
         for r in range(a.rounds):
             for k in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                c, m = run(work, bins[k], tree)
+                c, m = run(work, bins[k], tree, a.threads)
                 cpu[k].append(c)
                 rss[k].append(m)
         ratios = [n / o for o, n in zip(cpu["old"], cpu["new"])]
