@@ -21,7 +21,7 @@
 //! [`IN_FLIGHT`] per worker, given back once the piece is written.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -99,7 +99,17 @@ enum Done<P> {
 struct Snapshot {
     version: AtomicU64,
     corr: Mutex<(u64, Arc<Correlator>)>,
+    /// Set when learning comes too often for copies to pay: workers stop parsing
+    /// and the merging thread parses the rest.
+    serial: AtomicBool,
 }
+
+/// Copies of the correlator made for the workers before the scan goes serial: each
+/// costs a copy of everything known (56 bytes a worker), and a learning segment also
+/// sends the segments in flight back to be parsed again. Ray's logs, whose links
+/// the prescan finds, need none; a tree where every worker file teaches something
+/// (an archive of worker files without their core-worker logs) would need one per file.
+const MAX_COPIES: u64 = 32;
 
 /// Like [`super::scan`], on `threads` workers: `take` gets the pieces in order.
 pub fn scan<F: Fold>(
@@ -112,7 +122,8 @@ pub fn scan<F: Fold>(
 ) -> ScanReport {
     let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
     let one = pass_one_parallel(disc, cfg, threads.max(1), &mut report);
-    let snapshot = Snapshot { version: AtomicU64::new(0), corr: Mutex::new((0, Arc::new(one.corr.clone()))) };
+    let corr = Mutex::new((0, Arc::new(one.corr.clone())));
+    let snapshot = Snapshot { version: AtomicU64::new(0), corr, serial: AtomicBool::new(false) };
     let permits = Permits::new(threads.max(1) * IN_FLIGHT);
     let (job_tx, job_rx) = sync_channel::<(u64, Job)>(threads.max(1) * IN_FLIGHT);
     let job_rx = Mutex::new(job_rx);
@@ -208,7 +219,7 @@ fn work<F: Fold>(
         let Ok((seq, job)) = jobs.lock().unwrap().recv() else { return };
         let out = match job {
             Job::Failure(p, why) => Done::Failure(p, why),
-            Job::Segment(seg) if !seg.fit => Done::Segment(seg, None),
+            Job::Segment(seg) if !seg.fit || snapshot.serial.load(Ordering::Relaxed) => Done::Segment(seg, None),
             Job::Segment(seg) => {
                 let current = snapshot.version.load(Ordering::Acquire);
                 if local.as_ref().is_none_or(|(v, _)| *v != current) {
@@ -398,6 +409,11 @@ impl<'a, F: Fold> Merge<'a, F> {
     /// Gives the workers a copy of what the correlator knows now.
     fn publish(&mut self) {
         self.version += 1;
+        if self.version > MAX_COPIES {
+            // Parses made with older copies stay rejected: their version is behind.
+            self.snapshot.serial.store(true, Ordering::Relaxed);
+            return;
+        }
         *self.snapshot.corr.lock().unwrap() = (self.version, Arc::new(self.corr.clone()));
         self.snapshot.version.store(self.version, Ordering::Release);
     }

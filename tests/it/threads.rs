@@ -212,9 +212,22 @@ fn threads_cut_big_files_where_the_serial_parser_would() {
     write(&format!("python-core-worker-{w2}_4242.log"), core.as_bytes());
     let prints: String = (0..20_000).map(|i| format!("untagged print {i}\n")).collect();
     write(&format!("worker-{w2}-01000000-4242.out"), prints.as_bytes());
+    // Many worker files that each teach the correlator a link while parsed: past a
+    // few copies of it for the workers, the rest of the scan is serial.
+    for n in 0..60 {
+        let (w, a) = (format!("{n:056x}"), format!("{n:08x}0f0e0d0c0b0a090801000000"));
+        let t = format!("{n:016x}{a}");
+        let taught = format!("2026-01-15 10:00:00,000\tINFO x.py:1 -- hi worker_id={w} actor_id={a} task_id={t}\n");
+        write(&format!("worker-{w}-01000000-{n}.err"), taught.as_bytes());
+        write(&format!("worker-{w}-01000000-{n}.out"), format!("print of actor {n}\n").as_bytes());
+    }
     let (trace, _, _) = same_for_any_threads_of(&["trace", "--actor-id", a2, "--format", "json"], &[tmp.path()]);
     let trace = String::from_utf8_lossy(&trace);
     assert!(trace.contains("untagged print 19999"), "the trace holds the worker's prints");
+    let (all, _, _) = same_for_any_threads(&[tmp.path()]);
+    let all = String::from_utf8_lossy(&all);
+    let taught = all.lines().filter(|l| l.contains("print of actor") && l.contains("0f0e0d0c0b0a0908")).count();
+    assert_eq!(taught, 60, "each worker's print carries the actor its stderr taught");
     same_for_any_threads_of(&["trace", "--actor-id", ACTOR, "--context", "1"], &[tmp.path()]);
     same_for_any_threads_of(&["trace", "--task-id", TASK], &[tmp.path()]);
 
