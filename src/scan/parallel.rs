@@ -18,7 +18,7 @@
 //! logs the checks almost always pass, so the workers do nearly all the parsing.
 //!
 //! Memory is bounded: the reader holds a permit for each segment in flight, at most
-//! [`IN_FLIGHT`] per worker, given back once the piece is written.
+//! [`IN_FLIGHT`] per worker and 64 in all, given back once the piece is written.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +37,10 @@ use crate::discover::Discovered;
 
 /// Segments in flight for each worker.
 pub const IN_FLIGHT: usize = 4;
+
+/// Segments in flight at most, however many workers: `--threads 500` must not mean
+/// a GiB of segments and pieces.
+const MAX_IN_FLIGHT: usize = 64;
 
 /// The default `--threads`: one per core.
 pub fn default_threads() -> usize {
@@ -124,8 +128,9 @@ pub fn scan<F: Fold>(
     let one = pass_one_parallel(disc, cfg, threads.max(1), &mut report);
     let corr = Mutex::new((0, Arc::new(one.corr.clone())));
     let snapshot = Snapshot { version: AtomicU64::new(0), corr, serial: AtomicBool::new(false) };
-    let permits = Permits::new(threads.max(1) * IN_FLIGHT);
-    let (job_tx, job_rx) = sync_channel::<(u64, Job)>(threads.max(1) * IN_FLIGHT);
+    let in_flight = (threads.max(1) * IN_FLIGHT).min(MAX_IN_FLIGHT);
+    let permits = Permits::new(in_flight);
+    let (job_tx, job_rx) = sync_channel::<(u64, Job)>(in_flight);
     let job_rx = Mutex::new(job_rx);
     let (done_tx, done_rx) = channel::<(u64, Done<F::Piece>)>();
     let (buffers, pieces) = (Pool(Mutex::new(Vec::new())), Pool(Mutex::new(Vec::new())));
