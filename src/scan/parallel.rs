@@ -18,7 +18,7 @@
 //! logs the checks almost always pass, so the workers do nearly all the parsing.
 //!
 //! Memory is bounded: the reader holds a permit for each segment in flight, at most
-//! [`IN_FLIGHT`] per worker and 64 in all, given back once the piece is written.
+//! [`IN_FLIGHT`] per worker and 32 in all, given back once the piece is written.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,7 +40,7 @@ pub const IN_FLIGHT: usize = 4;
 
 /// Segments in flight at most, however many workers: `--threads 500` must not mean
 /// a GiB of segments and pieces.
-const MAX_IN_FLIGHT: usize = 64;
+const MAX_IN_FLIGHT: usize = 32;
 
 /// The default `--threads`: one per core.
 pub fn default_threads() -> usize {
