@@ -360,7 +360,7 @@ impl<'a, F: Fold> Merge<'a, F> {
             match parsed {
                 Some(p) if self.holds(seg, &p) => {
                     take(&p.piece);
-                    add_stats(&mut self.stats, &p.stats);
+                    self.stats.add(&p.stats);
                     let mut end = p.end;
                     end.last_timestamp = end.last_timestamp.or(self.truth.last_timestamp);
                     self.truth = end;
@@ -381,7 +381,7 @@ impl<'a, F: Fold> Merge<'a, F> {
             if seg.last || seg.next_line.as_deref().is_some_and(|l| p.breaks_before(l, opts)) {
                 p.finish(&mut self.corr, opts, &mut |r| fold.add(&mut piece, r));
                 self.truth = p.context().clone();
-                add_stats(&mut self.stats, p.stats());
+                self.stats.add(p.stats());
                 self.serial = None;
             }
             take(&piece);
@@ -422,13 +422,4 @@ impl<'a, F: Fold> Merge<'a, F> {
         *self.snapshot.corr.lock().unwrap() = (self.version, Arc::new(self.corr.clone()));
         self.snapshot.version.store(self.version, Ordering::Release);
     }
-}
-
-fn add_stats(t: &mut FileStats, s: &FileStats) {
-    t.bytes += s.bytes;
-    t.lines += s.lines;
-    t.markers += s.markers;
-    t.records += s.records;
-    t.invalid_utf8 += s.invalid_utf8;
-    t.truncated_lines += s.truncated_lines;
 }

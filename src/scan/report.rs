@@ -31,13 +31,7 @@ pub struct ScanReport {
 impl ScanReport {
     pub(crate) fn add(&mut self, label: &str, s: &FileStats) {
         self.files += 1;
-        let t = &mut self.totals;
-        t.bytes += s.bytes;
-        t.lines += s.lines;
-        t.markers += s.markers;
-        t.records += s.records;
-        t.invalid_utf8 += s.invalid_utf8;
-        t.truncated_lines += s.truncated_lines;
+        self.totals.add(s);
         if s.invalid_utf8 > 0 {
             self.warnings.push(format!(
                 "{label}: {} record(s) had invalid UTF-8; kept with U+FFFD replacement characters",

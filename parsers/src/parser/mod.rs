@@ -62,6 +62,18 @@ pub struct FileStats {
     pub truncated_lines: u64,
 }
 
+impl FileStats {
+    /// Adds another file's (or another part of the same file's) counters.
+    pub fn add(&mut self, s: &FileStats) {
+        self.bytes += s.bytes;
+        self.lines += s.lines;
+        self.markers += s.markers;
+        self.records += s.records;
+        self.invalid_utf8 += s.invalid_utf8;
+        self.truncated_lines += s.truncated_lines;
+    }
+}
+
 /// Context set by marker lines and earlier records of the same file.
 #[derive(Clone, Debug, Default)]
 pub struct FileContext {
