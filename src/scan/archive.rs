@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use raylog_parsers::{classify, Correlator, FileParser, Id, Record, Timestamp};
 
 use super::report::{read_error, ScanConfig, ScanReport};
+use super::segments::Unit;
 use crate::discover::{split_archive_path, Archive};
 use crate::lines::for_each_line_chunk;
 use crate::prescan::{prescan_bytes, wanted_by_prescan, Prescanned};
@@ -68,6 +69,24 @@ fn decompressed<'a>(entry: impl Read + 'a, rel: &str) -> Box<dyn Read + 'a> {
     }
 }
 
+/// What pass two needs to know of a file entry (its label, class, node, times),
+/// and its path within its logs dir (which says whether it is gzipped).
+fn describe<R: Read>(
+    a: &Archive,
+    cfg: &ScanConfig,
+    facts: &ArchiveFacts,
+    entry: &tar::Entry<'_, R>,
+) -> io::Result<(Unit, String)> {
+    let path = entry.path()?.to_string_lossy().into_owned();
+    let mtime = cfg.fixed_mtime.or_else(|| entry.header().mtime().ok().map(|s| Timestamp::from_secs(s as i64)));
+    let (prefix, rel, session) = split_archive_path(&path);
+    let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
+    let node = facts.nodes.get(&(a.path.clone(), prefix)).copied();
+    let hint = facts.hints.get(&(a.path.clone(), path.clone())).copied();
+    let label = format!("{}:{}", a.path.display(), path);
+    Ok((Unit { label, meta, node, mtime, hint }, rel))
+}
+
 /// Pass two: parses every file entry.
 pub fn parse(
     a: &Archive,
@@ -84,14 +103,9 @@ pub fn parse(
         if !entry.header().entry_type().is_file() {
             continue;
         }
-        let path = entry.path()?.to_string_lossy().into_owned();
-        let mtime = cfg.fixed_mtime.or_else(|| entry.header().mtime().ok().map(|s| Timestamp::from_secs(s as i64)));
-        let (prefix, rel, session) = split_archive_path(&path);
-        let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
-        let node = facts.nodes.get(&(a.path.clone(), prefix)).copied();
-        let label = format!("{}:{}", a.path.display(), path);
+        let (Unit { label, meta, node, mtime, hint }, rel) = describe(a, cfg, facts, &entry)?;
         let mut parser = FileParser::new(meta, node, mtime);
-        parser.set_time_hint(facts.hints.get(&(a.path.clone(), path.clone())).copied());
+        parser.set_time_hint(hint);
         let result = for_each_line_chunk(decompressed(entry, &rel), |c| {
             progress(c.len() as u64);
             parser.push(c, corr, &cfg.opts, on_record);
@@ -122,14 +136,8 @@ pub fn segments(
         if !entry.header().entry_type().is_file() {
             continue;
         }
-        let path = entry.path()?.to_string_lossy().into_owned();
-        let mtime = cfg.fixed_mtime.or_else(|| entry.header().mtime().ok().map(|s| Timestamp::from_secs(s as i64)));
-        let (prefix, rel, session) = split_archive_path(&path);
-        let meta = classify(rel.strip_suffix(".gz").unwrap_or(&rel), session.as_deref());
-        let node = facts.nodes.get(&(a.path.clone(), prefix)).copied();
-        let hint = facts.hints.get(&(a.path.clone(), path.clone())).copied();
-        let label = format!("{}:{}", a.path.display(), path);
-        let unit = std::sync::Arc::new(super::segments::Unit { label, meta, node, mtime, hint });
+        let (unit, rel) = describe(a, cfg, facts, &entry)?;
+        let unit = std::sync::Arc::new(unit);
         if super::segments::cut(decompressed(entry, &rel), &unit, cfg.opts.max_line_bytes, buffer, send) {
             // The tar stream itself is damaged (nothing after this entry can be
             // read), or the scan stopped.

@@ -14,9 +14,9 @@
 
 mod archive;
 mod batch;
+mod flow;
 pub mod parallel;
 mod pass_one;
-mod permits;
 mod report;
 mod segments;
 

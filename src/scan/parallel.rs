@@ -20,7 +20,6 @@
 //! Memory is bounded: the reader holds a permit for each segment in flight, at most
 //! [`IN_FLIGHT`] per worker and 32 in all, given back once the piece is written.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -28,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use raylog_parsers::parser::FileContext;
 use raylog_parsers::{Correlator, FileParser, FileStats, Options, Record};
 
+use super::flow::{CloseOnDrop, InOrder, Permits};
 use super::pass_one::{pass_one_parallel, PassOne};
-use super::permits::{CloseOnDrop, Permits};
 use super::report::{read_error, ScanConfig, ScanReport};
 use super::segments::{cut, Segment, Unit};
 use super::{archive, mtime_of, open, source_label};
@@ -130,9 +129,9 @@ pub fn scan<F: Fold>(
     let snapshot = Snapshot { version: AtomicU64::new(0), corr, serial: AtomicBool::new(false) };
     let in_flight = (threads.max(1) * IN_FLIGHT).min(MAX_IN_FLIGHT);
     let permits = Permits::new(in_flight);
-    let (job_tx, job_rx) = sync_channel::<(u64, Job)>(in_flight);
+    let (job_tx, job_rx) = sync_channel::<(usize, Job)>(in_flight);
     let job_rx = Mutex::new(job_rx);
-    let (done_tx, done_rx) = channel::<(u64, Done<F::Piece>)>();
+    let (done_tx, done_rx) = channel::<(usize, Done<F::Piece>)>();
     let (buffers, pieces) = (Pool(Mutex::new(Vec::new())), Pool(Mutex::new(Vec::new())));
     std::thread::scope(|s| {
         let (one, permits, snapshot, job_rx, buffers, pieces) = (&one, &permits, &snapshot, &job_rx, &buffers, &pieces);
@@ -156,14 +155,14 @@ fn read(
     one: &PassOne,
     permits: &Permits,
     buffers: &Pool<Vec<u8>>,
-    tx: std::sync::mpsc::SyncSender<(u64, Job)>,
+    tx: std::sync::mpsc::SyncSender<(usize, Job)>,
 ) {
     let buffer = || {
         let mut b = buffers.get();
         b.clear();
         b
     };
-    let (mut seq, stopped) = (0u64, std::cell::Cell::new(false));
+    let (mut seq, stopped) = (0usize, std::cell::Cell::new(false));
     let mut send = |job: Job| {
         if stopped.get() || !permits.take() || tx.send((seq, job)).is_err() {
             stopped.set(true);
@@ -212,8 +211,8 @@ fn read(
 
 /// A worker: parses segments with its copy of the correlator.
 fn work<F: Fold>(
-    jobs: &Mutex<Receiver<(u64, Job)>>,
-    done: Sender<(u64, Done<F::Piece>)>,
+    jobs: &Mutex<Receiver<(usize, Job)>>,
+    done: Sender<(usize, Done<F::Piece>)>,
     snapshot: &Snapshot,
     opts: &Options,
     fold: &F,
@@ -316,22 +315,15 @@ impl<'a, F: Fold> Merge<'a, F> {
 
     fn run(
         &mut self,
-        done: Receiver<(u64, Done<F::Piece>)>,
+        done: Receiver<(usize, Done<F::Piece>)>,
         permits: &Permits,
         (buffers, pieces): (&Pool<Vec<u8>>, &Pool<F::Piece>),
         progress: &mut dyn FnMut(u64),
         take: &mut dyn FnMut(&F::Piece),
     ) {
-        let (mut next, mut waiting) = (0u64, VecDeque::<Option<Done<F::Piece>>>::new());
+        let mut order = InOrder::default();
         for (seq, d) in done {
-            let at = (seq - next) as usize;
-            if waiting.len() <= at {
-                waiting.resize_with(at + 1, || None);
-            }
-            waiting[at] = Some(d);
-            while let Some(Some(d)) = waiting.front_mut().map(Option::take) {
-                waiting.pop_front();
-                next += 1;
+            order.put(seq, d, |d| {
                 match d {
                     Done::Failure(p, why) => self.report.failures.push((p, why)),
                     Done::Segment(seg, parsed) => {
@@ -344,7 +336,7 @@ impl<'a, F: Fold> Merge<'a, F> {
                     }
                 }
                 permits.give();
-            }
+            });
         }
     }
 

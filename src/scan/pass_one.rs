@@ -3,7 +3,6 @@
 //! [`pass_one_parallel`] on many, each file into a correlator of its own, put
 //! together in file order ([`Correlator::absorb`]) so the result is the same.
 
-use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
@@ -11,7 +10,7 @@ use std::sync::mpsc::channel;
 use raylog_parsers::{Correlator, FileMeta, Id, Timestamp};
 
 use super::archive::{self, ArchiveFacts};
-use super::permits::Permits;
+use super::flow::{InOrder, Permits};
 use super::{meta_of, open, ScanConfig, ScanReport};
 use crate::discover::{Discovered, Origin};
 use crate::lines::for_each_line_chunk;
@@ -100,20 +99,12 @@ pub fn pass_one_parallel(disc: &Discovered, cfg: &ScanConfig, threads: usize, re
             });
         }
         drop(tx);
-        let mut waiting: VecDeque<Option<Found>> = VecDeque::new();
-        let mut done = 0;
+        let mut order = InOrder::default();
         for (k, found) in rx {
-            let at = k - done;
-            if waiting.len() <= at {
-                waiting.resize_with(at + 1, || None);
-            }
-            waiting[at] = Some(found);
-            while let Some(Some(found)) = waiting.front_mut().map(Option::take) {
-                waiting.pop_front();
-                done += 1;
+            order.put(k, found, |found| {
                 one.add(disc, found, report);
                 permits.give();
-            }
+            });
         }
     });
     one.metas = metas;

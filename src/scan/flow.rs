@@ -1,8 +1,11 @@
-//! A counting semaphore: how the scan's threads bound the work in flight (the
-//! standard library has none, and one this small is not worth a dependency). It
-//! can be closed, so a reader waiting for a permit stops when the merge is gone
-//! (a panic there must end the scan, not leave the reader waiting forever).
+//! How work flows between the scan's threads: [`Permits`], a counting semaphore
+//! that bounds the work in flight (the standard library has none, and one this
+//! small is not worth a dependency), closable so a reader waiting for a permit
+//! stops when the merge is gone (a panic there must end the scan, not leave the
+//! reader waiting forever); and [`InOrder`], which hands results that arrive in any
+//! order back in the order they were numbered.
 
+use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 
 /// Counting semaphore: permits for work in flight.
@@ -52,6 +55,34 @@ impl Drop for CloseOnDrop<'_> {
     }
 }
 
+/// Results numbered 0, 1, 2... by whoever made the work, released in that order.
+pub struct InOrder<T> {
+    next: usize,
+    waiting: VecDeque<Option<T>>,
+}
+
+impl<T> Default for InOrder<T> {
+    fn default() -> Self {
+        InOrder { next: 0, waiting: VecDeque::new() }
+    }
+}
+
+impl<T> InOrder<T> {
+    /// Takes result `seq`; passes `each` every result now due, in order.
+    pub fn put(&mut self, seq: usize, item: T, mut each: impl FnMut(T)) {
+        let at = seq - self.next;
+        if self.waiting.len() <= at {
+            self.waiting.resize_with(at + 1, || None);
+        }
+        self.waiting[at] = Some(item);
+        while let Some(Some(item)) = self.waiting.front_mut().map(Option::take) {
+            self.waiting.pop_front();
+            self.next += 1;
+            each(item);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +103,14 @@ mod tests {
             assert!(!waiter.join().unwrap(), "closed: no permit, no wait");
         });
         assert!(!p.take());
+    }
+
+    #[test]
+    fn results_come_out_in_their_order() {
+        let (mut order, mut out) = (InOrder::default(), vec![]);
+        for seq in [2, 0, 3, 1, 4] {
+            order.put(seq, seq * 10, |x| out.push(x));
+        }
+        assert_eq!(out, [0, 10, 20, 30, 40]);
     }
 }
