@@ -25,6 +25,8 @@
 //! empty final stored block. The request's head (whose lengths count every record)
 //! is written last, into room left before the records, as stored blocks of its own.
 
+use crate::agent::sinks::crc::{self, Piece};
+
 /// Deflate's window: a match reaches at most this far back.
 pub const WINDOW: usize = 32 * 1024;
 /// Shorter repeats cost more as a match block than as literals.
@@ -61,7 +63,8 @@ pub struct GzWriter {
     /// Where the open stored block's data starts in `bits.out`.
     data: usize,
     front: usize,
-    crc: crc32fast::Hasher,
+    /// The CRC-32 of the closed blocks and matches.
+    crc: u32,
     /// Uncompressed bytes of the closed blocks and matches.
     done: usize,
     /// The match being written (length, distance): repeats of one distance in a
@@ -74,7 +77,7 @@ impl GzWriter {
         out.clear();
         out.resize(front, 0);
         let bits = Bits { out, acc: 0, n: 0 };
-        GzWriter { bits, block: Block::None, data: 0, front, crc: crc32fast::Hasher::new(), done: 0, pending: (0, 0) }
+        GzWriter { bits, block: Block::None, data: 0, front, crc: 0, done: 0, pending: (0, 0) }
     }
 
     /// The stream, to append literal bytes to.
@@ -99,8 +102,24 @@ impl GzWriter {
     /// within [`WINDOW`] and at least `bytes.len()`; at least 3 bytes, unless they
     /// continue a repeat of the same distance just made (one match of both).
     pub fn repeat(&mut self, bytes: &[u8], dist: usize) {
-        debug_assert!((bytes.len().max(1)..=WINDOW).contains(&dist) && dist <= self.raw_len());
-        debug_assert!(bytes.len() >= 3 || (self.block == Block::Fixed && self.pending.1 == dist));
+        self.matched(bytes.len(), dist);
+        self.crc = crc::update(self.crc, bytes);
+    }
+
+    /// [`GzWriter::repeat`] of bytes whose CRC is known: they are `pieces` one
+    /// after the other, and are not read again.
+    pub fn repeat_known(&mut self, bytes: &[u8], dist: usize, pieces: &[Piece]) {
+        self.matched(bytes.len(), dist);
+        let crc = self.crc;
+        self.crc = pieces.iter().fold(self.crc, |crc, p| p.append(crc));
+        debug_assert_eq!(self.crc, crc::update(crc, bytes), "the pieces are the bytes");
+    }
+
+    /// `len` bytes matched at `dist` (the caller sums them after: this closes the
+    /// stored block before them).
+    fn matched(&mut self, len: usize, dist: usize) {
+        debug_assert!((len.max(1)..=WINDOW).contains(&dist) && dist <= self.raw_len());
+        debug_assert!(len >= 3 || (self.block == Block::Fixed && self.pending.1 == dist));
         if self.block == Block::Stored {
             self.close_stored();
         }
@@ -109,14 +128,13 @@ impl GzWriter {
             self.block = Block::Fixed;
         }
         match &mut self.pending {
-            (len, d) if *d == dist => *len += bytes.len(),
+            (pending, d) if *d == dist => *pending += len,
             pending => {
                 self.bits.matches(pending.0, pending.1);
-                *pending = (bytes.len(), dist);
+                *pending = (len, dist);
             }
         }
-        self.crc.update(bytes);
-        self.done += bytes.len();
+        self.done += len;
     }
 
     /// Ends the open block of fixed codes.
@@ -136,7 +154,7 @@ impl GzWriter {
     fn close_stored(&mut self) {
         let out = &mut self.bits.out;
         let n = out.len() - self.data;
-        self.crc.update(&out[self.data..]);
+        self.crc = crc::update(self.crc, &out[self.data..]);
         self.done += n;
         self.block = Block::None;
         if n <= MAX_STORED {
@@ -180,12 +198,10 @@ impl GzWriter {
             front.extend_from_slice(chunk);
         }
         assert!(front.len() <= self.front, "room for the head was reserved");
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(head);
-        crc.combine(&self.crc);
+        let crc = crc::combine(crc32fast::hash(head), self.crc, self.done as u64);
         let total = head.len() + self.done;
         let mut out = self.bits.out;
-        out.extend_from_slice(&crc.finalize().to_le_bytes());
+        out.extend_from_slice(&crc.to_le_bytes());
         // ISIZE is the length modulo 2^32.
         out.extend_from_slice(&(total as u32).to_le_bytes());
         let start = self.front - front.len();
@@ -209,28 +225,38 @@ struct Bits {
 }
 
 impl Bits {
+    /// Appends `n` bits (at most 32); whole 32-bit words go out as they fill.
+    #[inline]
     fn put(&mut self, bits: u64, n: u32) {
-        debug_assert!(n <= 32 && bits < 1 << n);
+        debug_assert!(n <= 32 && bits < 1 << n && self.n < 32);
         self.acc |= bits << self.n;
         self.n += n;
-        while self.n >= 8 {
+        if self.n >= 32 {
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.n -= 32;
+        }
+    }
+
+    /// Pads to a byte boundary (stored blocks start on one) and writes out every bit.
+    fn align(&mut self) {
+        while self.n > 0 {
             self.out.push(self.acc as u8);
             self.acc >>= 8;
-            self.n -= 8;
+            self.n = self.n.saturating_sub(8);
         }
+        self.acc = 0;
     }
 
-    /// Pads to a byte boundary (stored blocks start on one).
-    fn align(&mut self) {
-        if self.n > 0 {
-            self.out.push(self.acc as u8);
-        }
-        (self.acc, self.n) = (0, 0);
-    }
-
-    /// Matches of `len` in all at `dist`, in the open block of fixed codes.
+    /// Matches of `len` in all at `dist`, in the open block of fixed codes: each
+    /// match's length and distance codes go out as one group of bits.
     fn matches(&mut self, mut len: usize, dist: usize) {
         debug_assert!(len == 0 || len >= 3, "a match is 3 bytes or more");
+        if len == 0 {
+            return;
+        }
+        let (sym, extra, bits) = distance_code(dist);
+        let (d, dn) = ((reverse(sym, 5) | extra << 5) as u64, 5 + bits);
         while len > 0 {
             // A match is 3 to 258 bytes: never leave 1 or 2 for the last one.
             let take = if len <= MAX_MATCH {
@@ -240,8 +266,8 @@ impl Bits {
             } else {
                 MAX_MATCH
             };
-            self.length(take);
-            self.distance(dist);
+            let (l, ln) = length_bits(take);
+            self.put(l | d << ln, ln + dn);
             len -= take;
         }
     }
@@ -250,29 +276,37 @@ impl Bits {
     fn end_of_block(&mut self) {
         self.put(0, 7);
     }
+}
 
-    fn length(&mut self, len: usize) {
+/// The fixed code of length `len` (3..=258) with its extra bits, and their count
+/// (at most 13).
+#[inline]
+fn length_bits(len: usize) -> (u64, u32) {
+    let (bits, n) = LENGTH_BITS[len];
+    (bits as u64, n as u32)
+}
+
+/// [`length_bits`] of every length, worked out at compile time.
+static LENGTH_BITS: [(u16, u8); MAX_MATCH + 1] = {
+    let mut t = [(0, 0); MAX_MATCH + 1];
+    let mut len = 3;
+    while len <= MAX_MATCH {
         let (sym, extra, bits) = length_code(len);
         // Fixed codes: 257..=279 are 7 bits (sym - 256), 280..=287 8 bits (0xC0 + sym - 280).
         let (code, n) = if sym < 280 { (sym - 256, 7) } else { (0xC0 + sym - 280, 8) };
-        self.put(reverse(code, n) as u64, n);
-        self.put(extra as u64, bits);
+        t[len] = ((reverse(code, n) | extra << n) as u16, (n + bits) as u8);
+        len += 1;
     }
-
-    fn distance(&mut self, dist: usize) {
-        let (sym, extra, bits) = distance_code(dist);
-        self.put(reverse(sym, 5) as u64, 5);
-        self.put(extra as u64, bits);
-    }
-}
+    t
+};
 
 /// Huffman codes are sent most significant bit first.
-fn reverse(code: u32, n: u32) -> u32 {
+const fn reverse(code: u32, n: u32) -> u32 {
     code.reverse_bits() >> (32 - n)
 }
 
 /// Length `len` (3..=258): its symbol, the extra bits' value and their count.
-fn length_code(len: usize) -> (u32, u32, u32) {
+const fn length_code(len: usize) -> (u32, u32, u32) {
     if len == MAX_MATCH {
         return (285, 0, 0);
     }

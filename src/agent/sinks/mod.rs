@@ -10,6 +10,7 @@
 //! shutdown grace period ends it stops at once, even mid-request: what it did not
 //! acknowledge is sent again after the restart.
 
+pub mod crc;
 pub mod dead_letter;
 pub mod elasticsearch;
 pub mod gzip;

@@ -17,6 +17,7 @@ use raylog_parsers::id::IdHasher;
 use std::hash::Hasher;
 
 use crate::agent::batch::{Batch, BatchRecord, Span};
+use crate::agent::sinks::crc::Piece;
 use crate::agent::sinks::gzip::{GzWriter, MIN_COPY, WINDOW};
 use crate::agent::sinks::otlp::attrs;
 
@@ -25,8 +26,9 @@ pub trait Out {
     /// The body, to append bytes to.
     fn lit(&mut self) -> &mut Vec<u8>;
     /// Appends `bytes`, the same as those written `dist` bytes before (at least 3
-    /// bytes, `dist` within [`WINDOW`] and not less than `bytes.len()`).
-    fn repeat(&mut self, bytes: &[u8], dist: usize);
+    /// bytes, `dist` within [`WINDOW`] and not less than `bytes.len()`), whose CRC
+    /// is that of `pieces` one after the other.
+    fn repeat(&mut self, bytes: &[u8], dist: usize, pieces: &[Piece]);
     /// Bytes written so far, before compression.
     fn raw_len(&self) -> usize;
 }
@@ -36,8 +38,8 @@ impl Out for GzWriter {
         GzWriter::lit(self)
     }
 
-    fn repeat(&mut self, bytes: &[u8], dist: usize) {
-        GzWriter::repeat(self, bytes, dist)
+    fn repeat(&mut self, bytes: &[u8], dist: usize, pieces: &[Piece]) {
+        GzWriter::repeat_known(self, bytes, dist, pieces)
     }
 
     fn raw_len(&self) -> usize {
@@ -71,7 +73,7 @@ impl Out for Plain {
         &mut self.out
     }
 
-    fn repeat(&mut self, bytes: &[u8], dist: usize) {
+    fn repeat(&mut self, bytes: &[u8], dist: usize, _: &[Piece]) {
         let at = self.out.len() - dist;
         debug_assert!(dist >= bytes.len() && self.out[at..at + bytes.len()] == *bytes, "a true repeat");
         self.out.extend_from_slice(bytes);
@@ -122,6 +124,9 @@ struct Slot {
     /// Each run's version before (a Ray process's log names an id in one line and
     /// none in the next, or two ids in turns).
     before: [Before; RUNS],
+    /// The CRC of each run, when known: kept while the run stays the same, so a
+    /// record's repeat is not summed again (see [`crate::agent::sinks::crc`]).
+    pieces: [Option<Piece>; RUNS],
 }
 
 /// A run's version before the one in [`Slot::bytes`].
@@ -193,6 +198,7 @@ impl Repeats {
                     encode(r, &mut self.run);
                     before.at = NOWHERE;
                 }
+                slot.pieces[r] = None;
                 before.bytes.clear();
                 before.bytes.extend_from_slice(&slot.bytes[range.clone()]);
                 (before.from, before.at, slot.at[r]) = (slot.from[r], slot.at[r], before.at);
@@ -230,6 +236,7 @@ impl Repeats {
             slot.ends = [0; RUNS];
             slot.from = [u32::MAX; RUNS];
             slot.before.iter_mut().for_each(|b| b.from = u32::MAX);
+            slot.pieces = [None; RUNS];
         }
         (slot.file, slot.hash, slot.used) = (e.file, hash, self.clock);
         self.last = s;
@@ -267,7 +274,18 @@ impl Repeats {
             let bytes = &slot.bytes[slot.run(r).start..slot.run(end - 1).end];
             match d {
                 // A short repeat costs more as a match than as literals.
-                Some(d) if bytes.len() >= MIN_COPY => o.repeat(bytes, d),
+                Some(d) if bytes.len() >= MIN_COPY => {
+                    let mut pieces = [Piece::default(); RUNS];
+                    let mut n = 0;
+                    for k in r..end {
+                        let run = slot.run(k);
+                        if !run.is_empty() {
+                            pieces[n] = *slot.pieces[k].get_or_insert_with(|| Piece::of(&slot.bytes[run]));
+                            n += 1;
+                        }
+                    }
+                    o.repeat(bytes, d, &pieces[..n])
+                }
                 _ => o.lit().extend_from_slice(bytes),
             }
             r = end;
