@@ -246,9 +246,15 @@ pub struct Collector {
 impl Collector {
     /// Takes in one record.
     pub fn observe(&mut self, r: &Record<'_>) {
+        self.observe_noted(r, None)
+    }
+
+    /// [`Collector::observe`], given the record's [`template`] when it is an error
+    /// and that was worked out already (on a parse worker).
+    pub fn observe_noted(&mut self, r: &Record<'_>, template: Option<&str>) {
         self.learn(r);
         if r.level >= Some(Level::Error) {
-            self.error(r);
+            self.error(r, template);
         }
         if let Some(ev) = super::detect(r) {
             self.record(r, ev);
@@ -377,16 +383,27 @@ impl Collector {
         }
     }
 
-    fn error(&mut self, r: &Record<'_>) {
+    fn error(&mut self, r: &Record<'_>, known: Option<&str>) {
         self.errors += 1;
-        let key = template(r.message);
-        let acc = self.templates.entry(key).or_insert_with(|| TemplateAcc {
-            count: 0,
-            components: BTreeMap::new(),
-            example: crate::trace::facts::short(r.message, 240),
-            first: r.timestamp,
-            last: r.timestamp,
-        });
+        let made;
+        let key = match known {
+            Some(k) => k,
+            None => {
+                made = template(r.message);
+                &made
+            }
+        };
+        if !self.templates.contains_key(key) {
+            let acc = TemplateAcc {
+                count: 0,
+                components: BTreeMap::new(),
+                example: crate::trace::facts::short(r.message, 240),
+                first: r.timestamp,
+                last: r.timestamp,
+            };
+            self.templates.insert(key.to_string(), acc);
+        }
+        let acc = self.templates.get_mut(key).expect("inserted above");
         acc.count += 1;
         *acc.components.entry(r.component().to_string()).or_insert(0) += 1;
         acc.first = acc.first.min(r.timestamp).or(acc.first).or(r.timestamp);

@@ -10,12 +10,22 @@
 
 /// The template of `message`, at most `MAX` characters.
 pub fn template(message: &str) -> String {
+    let mut out = String::new();
+    template_into(message, &mut out);
+    out
+}
+
+/// [`template`], appended to `out` (no allocation per word: `health` makes one for
+/// every error record).
+pub fn template_into(message: &str, out: &mut String) {
     const MAX: usize = 200;
     let line = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    let mut out = String::with_capacity(line.len().min(MAX) + 8);
+    out.reserve(line.len().min(MAX) + 8);
+    // Characters of the template so far.
+    let mut chars = 0;
     let mut rest = line;
     while let Some(c) = rest.chars().next() {
-        if out.chars().count() >= MAX {
+        if chars >= MAX {
             out.push('…');
             break;
         }
@@ -23,21 +33,23 @@ pub fn template(message: &str) -> String {
             // An unclosed quote runs past the first line: the rest is the string.
             let end = rest[1..].find(c).map_or(rest.len(), |e| e + 2);
             out.push_str("<str>");
+            chars += 5;
             rest = &rest[end..];
             continue;
         }
         if c.is_whitespace() || is_punct(c) {
             out.push(c);
+            chars += 1;
             rest = &rest[c.len_utf8()..];
             continue;
         }
         // A double quote ends a word too (`key:"value"`); an apostrophe does not (`can't`).
         let end = rest.find(|ch: char| ch.is_whitespace() || is_punct(ch) || ch == '"').unwrap_or(rest.len());
-        let word = &rest[..end];
-        out.push_str(&word_template(word));
+        let start = out.len();
+        word_template(&rest[..end], out);
+        chars += out[start..].chars().count();
         rest = &rest[end..];
     }
-    out
 }
 
 /// Characters that end a word, but not `.`, `/`, `:` or `=`, which live inside
@@ -46,30 +58,32 @@ fn is_punct(c: char) -> bool {
     matches!(c, ',' | ';' | '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '|' | '!' | '?' | '`')
 }
 
-fn word_template(word: &str) -> String {
+fn word_template(word: &str, out: &mut String) {
     if let Some((k, v)) = word.split_once('=') {
         if !k.is_empty() && !v.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return format!("{k}={}", value_template(v));
+            out.push_str(k);
+            out.push('=');
+            return value_template(v, out);
         }
     }
-    value_template(word)
+    value_template(word, out)
 }
 
-fn value_template(w: &str) -> String {
+fn value_template(w: &str, out: &mut String) {
     let core = w.trim_end_matches([':', '.']);
     let tail = &w[core.len()..];
-    let t = if is_path(core) {
-        "<path>".to_string()
+    if is_path(core) {
+        out.push_str("<path>");
     } else if is_ip(core) {
-        "<ip>".to_string()
+        out.push_str("<ip>");
     } else if is_hex_id(core) {
-        "<id>".to_string()
+        out.push_str("<id>");
     } else if core.bytes().any(|b| b.is_ascii_digit()) {
-        numbers(core)
+        numbers(core, out);
     } else {
-        core.to_string()
-    };
-    t + tail
+        out.push_str(core);
+    }
+    out.push_str(tail);
 }
 
 fn is_path(w: &str) -> bool {
@@ -79,8 +93,14 @@ fn is_path(w: &str) -> bool {
 fn is_ip(w: &str) -> bool {
     let host = w.rsplit_once(':').map_or(w, |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { w });
     let host = host.strip_prefix("ipv4:").unwrap_or(host);
-    let parts: Vec<&str> = host.split('.').collect();
-    parts.len() == 4 && parts.iter().all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
+    let mut parts = 0;
+    for p in host.split('.') {
+        parts += 1;
+        if parts > 4 || p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+    }
+    parts == 4
 }
 
 fn is_hex_id(w: &str) -> bool {
@@ -88,8 +108,7 @@ fn is_hex_id(w: &str) -> bool {
 }
 
 /// Every run of digits (with `.` inside it) becomes `<n>`: `4302ms` → `<n>ms`.
-fn numbers(w: &str) -> String {
-    let mut out = String::with_capacity(w.len());
+fn numbers(w: &str, out: &mut String) {
     let mut in_num = false;
     for c in w.chars() {
         let digitish = c.is_ascii_digit() || (in_num && c == '.');
@@ -101,7 +120,6 @@ fn numbers(w: &str) -> String {
         }
         in_num = digitish;
     }
-    out
 }
 
 #[cfg(test)]
@@ -138,5 +156,20 @@ mod tests {
         assert_eq!(template("can't bind: {\"port\":\"8265\"}"), "can't bind: {<str>:<str>}");
         // fixtures/ray-2.60-text/.../dashboard_agent.log: a list whose string runs on.
         assert_eq!(template("Report event failed: ['{\"a\": 1"), "Report event failed: [<str>");
+    }
+
+    #[test]
+    fn long_messages_stop_at_two_hundred_characters() {
+        // Counted in characters, not bytes, of the template (ids count as `<id>`).
+        let word = "été ".repeat(80);
+        let t = template(&word);
+        assert_eq!(t.chars().count(), 201, "{t}");
+        assert!(t.ends_with('…') && t.starts_with("été été"));
+        let ids = "deadbeef01 ".repeat(60);
+        assert_eq!(template(&ids), format!("{}…", "<id> ".repeat(40)));
+        // Into a buffer that holds something already: only the template counts.
+        let mut out = "x".repeat(500);
+        super::template_into(&word, &mut out);
+        assert_eq!(out[500..], t);
     }
 }

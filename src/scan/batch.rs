@@ -3,7 +3,9 @@
 //! [`super::parallel`] unchanged. A worker copies each record of its segment into a
 //! [`Batch`] (its text in one string, its ids and times in a small struct); the
 //! calling thread replays the batches in order as the same [`Record`]s, so the
-//! collector sees exactly what the serial scan shows it.
+//! collector sees exactly what the serial scan shows it. A caller's [`Note`] of a
+//! record (`health`: an error's template) is worked out on the worker too and
+//! handed over with it, so that work leaves the calling thread.
 
 use std::ops::Range;
 
@@ -28,6 +30,8 @@ struct Rec {
     actor_name: Option<Range<u32>>,
     /// Its pairs in [`Batch::fields`].
     fields: Range<u32>,
+    /// The caller's [`Note`] of it, in [`Batch::text`].
+    note: Option<Range<u32>>,
 }
 
 /// One `fields` pair: key and value ranges, and whether the value is JSON.
@@ -53,7 +57,7 @@ impl Batch {
         start..self.text.len() as u32
     }
 
-    fn push(&mut self, r: &Record<'_>) {
+    fn push(&mut self, r: &Record<'_>, note: Option<Note<'_>>) {
         if self.meta.is_none() {
             self.meta = Some(r.file.clone());
         }
@@ -69,6 +73,11 @@ impl Batch {
             };
             self.fields.push(Pair { key, value, json });
         }
+        let start = self.text.len() as u32;
+        let note = note.and_then(|f| {
+            let noted = f(r, &mut self.text);
+            noted.then_some(start..self.text.len() as u32)
+        });
         self.recs.push(Rec {
             timestamp: r.timestamp,
             timestamp_inferred: r.timestamp_inferred,
@@ -83,6 +92,7 @@ impl Batch {
             task_name,
             actor_name,
             fields: first..self.fields.len() as u32,
+            note,
         });
     }
 
@@ -90,8 +100,8 @@ impl Batch {
         &self.text[r.start as usize..r.end as usize]
     }
 
-    /// Hands each record to `on_record`, as the parser made it.
-    pub fn replay(&self, on_record: &mut dyn FnMut(&Record<'_>)) {
+    /// Hands each record to `on_record`, as the parser made it, with its note.
+    pub fn replay(&self, on_record: &mut dyn FnMut(&Record<'_>, Option<&str>)) {
         let Some(meta) = &self.meta else { return };
         for rec in &self.recs {
             let mut fields = Fields::default();
@@ -99,7 +109,7 @@ impl Batch {
                 let v = self.str(&p.value);
                 fields.push(self.str(&p.key), if p.json { FieldValue::Json(v) } else { FieldValue::Str(v) });
             }
-            on_record(&Record {
+            let record = Record {
                 timestamp: rec.timestamp,
                 timestamp_inferred: rec.timestamp_inferred,
                 timestamp_estimated: rec.timestamp_estimated,
@@ -114,7 +124,8 @@ impl Batch {
                 actor_name: rec.actor_name.as_ref().map(|r| self.str(r)),
                 fields: &fields,
                 truncated: rec.truncated,
-            });
+            };
+            on_record(&record, rec.note.as_ref().map(|n| self.str(n)));
         }
     }
 }
@@ -122,9 +133,15 @@ impl Batch {
 /// Which records a caller needs; the others are not copied.
 pub type Keep<'a> = &'a (dyn Fn(&Record<'_>) -> bool + Sync);
 
-/// The [`Fold`] that copies every record `keep` wants into a [`Batch`].
+/// What a caller works out of a record it keeps, on the worker: appended to the
+/// string, or false for nothing.
+pub type Note<'a> = &'a (dyn Fn(&Record<'_>, &mut String) -> bool + Sync);
+
+/// The [`Fold`] that copies every record `keep` wants into a [`Batch`], with its
+/// note.
 pub struct Copy<'a> {
     pub keep: Keep<'a>,
+    pub note: Option<Note<'a>>,
 }
 
 impl Fold for Copy<'_> {
@@ -132,7 +149,7 @@ impl Fold for Copy<'_> {
 
     fn add(&self, b: &mut Batch, r: &Record<'_>) {
         if (self.keep)(r) {
-            b.push(r);
+            b.push(r, self.note);
         }
     }
 
