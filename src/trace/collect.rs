@@ -13,7 +13,7 @@ use raylog_parsers::Record;
 use super::entry::Entry;
 use super::select::{Kind, Knowledge, Target};
 use crate::discover::{Discovered, Origin};
-use crate::scan::{scan_where, ScanConfig, ScanReport};
+use crate::scan::{scan_noted, scan_where, ScanConfig, ScanReport};
 
 /// The outcome of collecting a trace.
 #[derive(Debug)]
@@ -53,7 +53,7 @@ impl Collector<'_> {
         }
     }
 
-    fn on_record(&mut self, r: &Record<'_>) {
+    fn on_record(&mut self, r: &Record<'_>, json: Option<&str>) {
         self.track_file(r);
         self.knowledge.observe(self.target, r);
         let selected = self.knowledge.selects(self.target, r);
@@ -61,7 +61,7 @@ impl Collector<'_> {
             return;
         }
         self.seq += 1;
-        let entry = Entry::from_record(r, self.seq, &mut self.buf);
+        let entry = Entry::from_record(r, self.seq, &mut self.buf, json);
         if !selected {
             self.push_ring(Some(entry));
             return;
@@ -125,7 +125,16 @@ pub fn collect(
     };
     // Without context, a record neither selected nor teaching anything is dropped.
     let keep = |r: &Record<'_>| context > 0 || target.may_teach(r) || target.may_select(r);
-    let report = scan_where(disc, cfg, &keep, progress, &mut |r| c.on_record(r));
+    // On many threads the workers write the NDJSON of each record that may be
+    // selected: of a large trace, most of what the calling thread did per entry.
+    let json = |r: &Record<'_>, out: &mut String| {
+        let may = target.may_select(r);
+        if may {
+            super::entry::write_json(r, out);
+        }
+        may
+    };
+    let report = scan_noted(disc, cfg, &keep, Some(&json), progress, &mut |r, json| c.on_record(r, json));
     let mut entries = c.entries;
     entries.sort_by_key(|e| (e.timestamp, e.seq));
     Collected { entries, knowledge: c.knowledge, report }

@@ -72,11 +72,26 @@ fn body_of(json: &[u8], has_timestamp: bool) -> String {
     inner.to_string()
 }
 
+/// Appends `r`'s NDJSON line to `out`, as [`Entry::from_record`] reads it.
+pub fn write_json(r: &Record<'_>, out: &mut String) {
+    // SAFETY: the record writer appends only whole `&str`s of the record and ASCII,
+    // so `out` stays UTF-8.
+    write_record(unsafe { out.as_mut_vec() }, r);
+    debug_assert!(std::str::from_utf8(out.as_bytes()).is_ok());
+}
+
 impl Entry {
-    /// Copies what the trace needs out of `r`. `buf` is a reused scratch buffer.
-    pub fn from_record(r: &Record<'_>, seq: u64, buf: &mut Vec<u8>) -> Entry {
-        buf.clear();
-        write_record(buf, r);
+    /// Copies what the trace needs out of `r`. `buf` is a reused scratch buffer;
+    /// `json` is `r`'s NDJSON line when it was written already ([`write_json`]).
+    pub fn from_record(r: &Record<'_>, seq: u64, buf: &mut Vec<u8>, json: Option<&str>) -> Entry {
+        let json = match json {
+            Some(j) => j.as_bytes(),
+            None => {
+                buf.clear();
+                write_record(buf, r);
+                buf
+            }
+        };
         let event_data = match r.fields.get("event_data") {
             Some(FieldValue::Json(j)) => Some(j.to_string()),
             _ => None,
@@ -101,7 +116,7 @@ impl Entry {
             event_data,
             context: false,
             seq,
-            body: body_of(buf, r.timestamp.is_some()),
+            body: body_of(json, r.timestamp.is_some()),
         }
     }
 
