@@ -14,7 +14,9 @@
 //! says so ([`GzWriter::repeat`]), and they go out as a deflate match without ever
 //! being written out; everything else (the message, times, offsets, record ids) is
 //! written straight into stored (raw) blocks ([`GzWriter::lit`]). What is left is a
-//! CRC-32 over the whole body and the bytes themselves.
+//! CRC-32 over the whole body and the bytes themselves; a caller that keeps the CRC
+//! of what it repeats ([`GzWriter::repeat_known`], [`crate::agent::sinks::crc`])
+//! saves reading the repeats for it too.
 //!
 //! The output is plain RFC 1951/1952 gzip, readable by any decoder; it is larger
 //! than zlib's (the text is not entropy-coded), about the size of the logs
