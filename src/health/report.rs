@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use raylog_parsers::id::IdMapState;
+
 use raylog_parsers::{Id, Level, Record, Timestamp};
 use serde::Serialize;
 
@@ -224,7 +226,9 @@ struct TemplateAcc {
 #[derive(Default)]
 pub struct Collector {
     deaths: Vec<WorkerDeathRow>,
-    death_index: HashMap<Id, usize>,
+    // Maps looked up per record: a fast hasher, not SipHash (these are the
+    // collector's hottest maps; the keys are ids from logs, not an attacker's).
+    death_index: HashMap<Id, usize, IdMapState>,
     oom: Vec<OomKillRow>,
     actors: Vec<ActorFact>,
     nodes: Vec<NodeDeathRow>,
@@ -234,11 +238,11 @@ pub struct Collector {
     spill: Spilling,
     /// The largest running total (MiB, objects) of each raylet: by session and node.
     spill_totals: HashMap<(Option<String>, Option<Id>), (f64, u64)>,
-    pids: HashMap<Id, u32>,
-    classes: HashMap<Id, String>,
-    task_names: HashMap<Id, String>,
-    names: HashMap<Id, String>,
-    templates: HashMap<String, TemplateAcc>,
+    pids: HashMap<Id, u32, IdMapState>,
+    classes: HashMap<Id, String, IdMapState>,
+    task_names: HashMap<Id, String, IdMapState>,
+    names: HashMap<Id, String, IdMapState>,
+    templates: HashMap<String, TemplateAcc, IdMapState>,
     errors: u64,
     latency: super::latency::Collector,
 }
@@ -546,7 +550,7 @@ fn gcs_report(mut events: Vec<GcsHealthRow>) -> GcsHealth {
 /// system error (the owner says `ACTOR_UNAVAILABLE` for the attempt, the export
 /// event `ACTOR_DIED` for the task): the export copy is dropped when the owner
 /// reported that task. User exceptions only the export events name.
-fn task_report(tasks: Vec<(String, TaskFailureRow)>, names: &HashMap<Id, String>) -> TaskFailures {
+fn task_report(tasks: Vec<(String, TaskFailureRow)>, names: &HashMap<Id, String, IdMapState>) -> TaskFailures {
     let owner_said: std::collections::HashSet<Option<String>> =
         tasks.iter().filter(|(_, t)| !t.source_export).map(|(_, t)| t.task_id.clone()).collect();
     let mut groups: BTreeMap<String, Vec<TaskFailureRow>> = BTreeMap::new();
@@ -577,7 +581,7 @@ fn task_report(tasks: Vec<(String, TaskFailureRow)>, names: &HashMap<Id, String>
     TaskFailures { total: by_exception.iter().map(|g| g.count).sum(), by_exception }
 }
 
-fn top_errors(templates: HashMap<String, TemplateAcc>) -> Vec<ErrorTemplate> {
+fn top_errors(templates: HashMap<String, TemplateAcc, IdMapState>) -> Vec<ErrorTemplate> {
     let mut v: Vec<ErrorTemplate> = templates
         .into_iter()
         .map(|(template, a)| ErrorTemplate {
