@@ -108,7 +108,7 @@ struct Snapshot {
 }
 
 /// Copies of the correlator made for the workers before the scan goes serial: each
-/// costs a copy of everything known (56 bytes a worker), and a learning segment also
+/// costs a copy of everything known (52 bytes a worker), and a learning segment also
 /// sends the segments in flight back to be parsed again. Ray's logs, whose links
 /// the prescan finds, need none; a tree where every worker file teaches something
 /// (an archive of worker files without their core-worker logs) would need one per file.

@@ -217,9 +217,12 @@ impl JournalIndex {
             }
             offset += n as u64;
         }
-        // Stable: of one file's lines, the last stays last, and is the one kept
-        // (`dedup_by` drops the later of two equal neighbours: it is copied back first).
-        index.at.sort_by_key(|e| e.0);
+        // By file, then by position: of one file's lines, the last stays last, and is
+        // the one kept (`dedup_by` drops the later of two equal neighbours: it is
+        // copied back first). Positions are distinct, so an unstable sort orders them
+        // the same, without the scratch half as large as the index that a stable sort
+        // takes (mid-catch-up, when the merge runs beside the full file table).
+        index.at.sort_unstable();
         index.at.dedup_by(|later, kept| {
             let same = later.0 == kept.0;
             if same {
