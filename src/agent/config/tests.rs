@@ -41,6 +41,24 @@ fn batches_build_what_the_sinks_read() {
 }
 
 #[test]
+fn batch_sizes_default_by_sink_and_the_buffer_follows_the_batch() {
+    let sizes = |rest: &str| {
+        let b = parse(&format!("[source]\npaths = [\"/tmp/ray\"]\n{rest}"), "t.toml").unwrap().1.batch;
+        (b.max_bytes, b.max_buffer_bytes)
+    };
+    let loki = "[[sinks]]\ntype = \"loki\"\nendpoint = \"http://l:3100\"\n";
+    let es = "[[sinks]]\ntype = \"elasticsearch\"\nendpoint = \"http://e:9200\"\n";
+    assert_eq!(sizes(loki), (1 << 20, 8 << 20));
+    assert_eq!(sizes(""), (1 << 20, 8 << 20), "stdout");
+    assert_eq!(sizes(es), (2 << 20, 16 << 20));
+    assert_eq!(sizes(&format!("{loki}{es}")), (2 << 20, 16 << 20));
+    // A batch size set alone keeps a valid buffer (it was 16 MiB whatever the size).
+    assert_eq!(sizes(&format!("[batch]\nmax_bytes = \"5MiB\"\n{loki}")), (5 << 20, 40 << 20));
+    assert_eq!(sizes(&format!("[batch]\nmax_bytes = \"1KiB\"\n{loki}")), (1 << 10, 8 << 10));
+    assert_eq!(sizes(&format!("[batch]\nmax_buffer_bytes = \"5MiB\"\n{es}")), (2 << 20, 5 << 20));
+}
+
+#[test]
 fn every_problem_is_reported_with_its_key() {
     let text = r#"
         [source]
