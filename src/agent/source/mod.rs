@@ -32,7 +32,9 @@
 //!   to its end before the next (a catch-up, a backfill) would send hours-old entries
 //!   after newer ones. So a round reads the files whose next record is oldest, up to
 //!   [`MERGE_SLACK`] past the oldest: a file stops in front of a later record (the
-//!   parser's time limit) until the others get there. A file not opened yet is
+//!   parser's time limit) until the others get there, and is read again once the
+//!   limit is half that slack past it (minutes of its records a read, not the
+//!   seconds the oldest file's budget moves the limit by). A file not opened yet is
 //!   placed by its prescan (its first timed line, or the time its prints will get),
 //!   so a catch-up does not wait for every file to be opened once. When no sink puts
 //!   two components in one stream, workers' output, core-worker logs and the rest

@@ -57,8 +57,8 @@ impl Source {
             let g = self.merge_group(t);
             if !t.has_work() && t.place != Place::Departed {
                 idle.push(t.key);
-            } else if t.open.is_some() {
-                order.push((t.head(), t.key, g));
+            } else if let Some(open) = &t.open {
+                order.push((t.head(), t.key, g, open.parser.blocked().is_some()));
             } else {
                 oldest[g].push((t.head(), t.key));
                 if oldest[g].len() > ROUND_FILES {
@@ -70,7 +70,7 @@ impl Source {
             self.table.unmark(&key);
         }
         for (g, heap) in oldest.into_iter().enumerate() {
-            order.extend(heap.into_iter().map(|(head, key)| (head, key, g)));
+            order.extend(heap.into_iter().map(|(head, key)| (head, key, g, false)));
         }
         // Live files (inotify named them) take part however many older files wait:
         // they are read as far as the time limit lets them, not after the backlog.
@@ -78,7 +78,7 @@ impl Source {
             let Some(t) = self.table.get(&key).filter(|t| t.open.is_none() && self.table.is_ready(&key)) else {
                 continue;
             };
-            order.push((t.head(), key, self.merge_group(t)));
+            order.push((t.head(), key, self.merge_group(t), false));
         }
         order.sort_unstable();
         order.dedup();
@@ -87,8 +87,13 @@ impl Source {
         // rename) must not keep the others, and with them those descriptors, waiting.
         let mut limits: [Option<Option<Timestamp>>; GROUPS] = [None; GROUPS];
         let (mut total, mut progress) = (0, false);
-        for (head, key, g) in order {
-            if limits[g].flatten().is_some_and(|l| head > l.0) {
+        for (head, key, g, stopped) in order {
+            // A file the limit stopped waits until the limit is REREAD_SLACK past
+            // it: each read then takes minutes of its records, not the few seconds the
+            // oldest file's READ_BUDGET moved the limit by (a round per budget of
+            // raylet's, for every small file in its group).
+            let wait = if stopped { REREAD_SLACK } else { 0 };
+            if limits[g].flatten().is_some_and(|l| head > l.0.saturating_sub(wait)) {
                 continue;
             }
             match self.ensure_open(key) {
@@ -479,6 +484,10 @@ impl Source {
         }
     }
 }
+
+/// How far the limit must have passed a file it stopped before that file is read
+/// again (see [`Source::read_round`]).
+const REREAD_SLACK: i64 = MERGE_SLACK.as_nanos() as i64 / 2;
 
 /// The time limit of a round whose oldest pending record is at `oldest`.
 fn merge_limit(oldest: Option<i64>) -> Option<Timestamp> {

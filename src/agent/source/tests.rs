@@ -435,3 +435,34 @@ fn quiet_workers_are_forgotten_and_their_files_keep_their_job() {
     assert_eq!(core_lines.len(), 1, "{core_lines:?}");
     assert_eq!(core_lines[0]["job_id"].as_str(), Some("03000000"), "{core_lines:?}");
 }
+
+/// A backfill of a dense file and a sparse one of the same merge group, 40 minutes
+/// of each: raylet's READ_BUDGET moves the time limit ~2 minutes a round, yet GCS's
+/// file, stopped by the limit, is read again only in steps of minutes (a read per
+/// round for every small file was most of the syscalls of a one-stream catch-up),
+/// and no record goes out more than MERGE_SLACK behind the newest sent before it.
+#[test]
+fn a_file_the_limit_stopped_is_read_again_in_steps_of_minutes() {
+    let mut rig = Rig::new("reread", 100);
+    let stamp = |s: u32| format!("2026-11-30 09:{:02}:{:02},000", s / 60, s % 60);
+    let pad = "x".repeat(900);
+    let raylet: String = (0..4800)
+        .map(|i| format!("[{} I 1 2] (raylet) node_manager.cc:1: raylet t={} {pad}\n", stamp(i / 2), i / 2))
+        .collect();
+    let gcs: String =
+        (0..240).map(|i| format!("[{} I 3 3] (gcs_server) gcs.cc:1: gcs t={}\n", stamp(i * 10), i * 10)).collect();
+    write(&rig.logs().join("raylet.out"), &raylet);
+    write(&rig.logs().join("gcs_server.out"), &gcs);
+    let mut got = rig.round(everything());
+    got.extend(settle(&mut rig));
+    let time = |m: &str| m.split(['=', ' ']).nth(2).and_then(|t| t.parse::<u64>().ok()).unwrap();
+    assert_eq!(got.len(), 4800 + 240, "every record once");
+    let mut newest = 0;
+    for m in &got {
+        assert!(time(m) + MERGE_SLACK.as_secs() >= newest, "{m} after a record at {newest} s");
+        newest = newest.max(time(m));
+    }
+    // Stretches of GCS records between raylet's: 5 minutes or more each.
+    let stretches = got.windows(2).filter(|w| w[0].starts_with("raylet") && w[1].starts_with("gcs")).count();
+    assert!((2..=10).contains(&stretches), "GCS read in {stretches} stretches over 40 minutes");
+}
