@@ -11,7 +11,7 @@
 //! `event_data.state`), so every kind of event is found by the same two keys.
 
 use raylog_parsers::json::{self, Value};
-use raylog_parsers::record::Level;
+use raylog_parsers::record::{FieldValue, Level};
 
 use crate::agent::batch::{Batch, BatchRecord, IdField, Span};
 use crate::agent::sinks::loki::encode::entry_time;
@@ -194,7 +194,7 @@ pub fn each_of_record<'b>(batch: &'b Batch, e: &BatchRecord, f: &mut impl FnMut(
     }
     if !e.extra.is_empty() {
         let sent = |k: &str| taken(batch, e, k);
-        extra(batch.str(e.extra), batch.str(e.component), &sent, f);
+        extra(batch.pairs_of(e), batch.str(e.component), &sent, f);
     }
 }
 
@@ -218,23 +218,29 @@ fn taken(batch: &Batch, e: &BatchRecord, k: &str) -> bool {
 
 /// The parser's pairs (`fields`): `ray.<key>`, `code.*` from `source`, and the
 /// event keys.
-fn extra<'b>(fields: &'b str, component: &str, taken: &dyn Fn(&str) -> bool, f: &mut impl FnMut(Key<'b>, Val<'b>)) {
+fn extra<'b>(
+    fields: impl Iterator<Item = (&'b str, FieldValue<'b>)>,
+    component: &str,
+    taken: &dyn Fn(&str) -> bool,
+    f: &mut impl FnMut(Key<'b>, Val<'b>),
+) {
     let (mut has_type, mut has_state) = (false, false);
     let (mut event_type, mut state) = (None, None);
     // One pass: the event keys go after every pair, so what the pairs say of them
     // is known by then.
-    let _ = json::members(fields, |k, v| {
-        match k {
-            "event_type" => has_type = true,
-            "state" => has_state = true,
-            "source_type" if component == "export_event" => event_type = Some(v),
-            "label" if component == "event" => event_type = Some(v),
-            "event_data" => state = nested_member(v, "state"),
-            "source" => {
-                if let Some((file, line)) = v.plain_str().and_then(code_location) {
+    for (k, v) in fields {
+        let v = field_val(v);
+        match (k, v) {
+            ("event_type", _) => has_type = true,
+            ("state", _) => has_state = true,
+            ("source_type", _) if component == "export_event" => event_type = Some(v),
+            ("label", _) if component == "event" => event_type = Some(v),
+            ("event_data", Val::Json(data)) => state = nested_member(data, "state"),
+            ("source", _) => {
+                if let Some((file, line)) = plain_str(v).and_then(code_location) {
                     f(Key("code.filepath", ""), Val::Str(file));
                     f(Key("code.lineno", ""), Val::Int(line));
-                    return;
+                    continue;
                 }
             }
             _ => {}
@@ -242,13 +248,33 @@ fn extra<'b>(fields: &'b str, component: &str, taken: &dyn Fn(&str) -> bool, f: 
         // A field named like an attribute above (a `node_id` caught in prose) would
         // repeat its key, which OTLP forbids: it goes under `ray.fields.`.
         let prefix = if taken(k) { "ray.fields." } else { "ray." };
-        f(Key(prefix, k), Val::Json(v));
-    });
+        f(Key(prefix, k), v);
+    }
     if let Some(v) = event_type.filter(|_| !has_type) {
-        f(Key("ray.event_type", ""), Val::Json(v));
+        f(Key("ray.event_type", ""), v);
     }
     if let Some(v) = state.filter(|_| !has_state) {
         f(Key("ray.state", ""), Val::Json(v));
+    }
+}
+
+/// A parser field's value as an attribute's: text as it is, JSON as the value it
+/// is (a Python bare word, `NaN`, as text).
+fn field_val(v: FieldValue<'_>) -> Val<'_> {
+    match v {
+        FieldValue::Str(s) => Val::Str(s),
+        FieldValue::Json(j) if j.starts_with('"') => Val::Json(Value::Str(j, j.contains('\\'))),
+        FieldValue::Json(j @ ("NaN" | "Infinity" | "-Infinity")) => Val::Str(j),
+        FieldValue::Json(j) => Val::Json(Value::Raw(j)),
+    }
+}
+
+/// The text of a value that is text with no escapes.
+fn plain_str(v: Val<'_>) -> Option<&str> {
+    match v {
+        Val::Str(s) => Some(s),
+        Val::Json(j) => j.plain_str(),
+        _ => None,
     }
 }
 
@@ -328,14 +354,14 @@ mod tests {
         let mut got = Vec::new();
         let mut f = |k: Key<'_>, v: Val<'_>| got.push(format!("{}{}={}", k.0, k.1, render(v)));
         extra(
-            r#"{"event_id":"e1","source_type":"EXPORT_ACTOR","event_data":{"state":"ALIVE","pid":5}}"#,
+            fields(r#"{"event_id":"e1","source_type":"EXPORT_ACTOR","event_data":{"state":"ALIVE","pid":5}}"#),
             "export_event",
             &|_| false,
             &mut f,
         );
-        extra(r#"{"label":"RAY_WORKER_FAILURE","source":"RAYLET"}"#, "event", &|_| false, &mut f);
+        extra(fields(r#"{"label":"RAY_WORKER_FAILURE","source":"RAYLET"}"#), "event", &|_| false, &mut f);
         extra(
-            r#"{"event_type":"TASK","state":"RUNNING","source":"node_manager.cc:77"}"#,
+            fields(r#"{"event_type":"TASK","state":"RUNNING","source":"node_manager.cc:77"}"#),
             "ray_event",
             &|_| false,
             &mut f,
@@ -343,16 +369,16 @@ mod tests {
         assert_eq!(
             got,
             [
-                "ray.event_id=\"e1\"",
-                "ray.source_type=\"EXPORT_ACTOR\"",
+                "ray.event_id=e1",
+                "ray.source_type=EXPORT_ACTOR",
                 "ray.event_data={\"state\":\"ALIVE\",\"pid\":5}",
-                "ray.event_type=\"EXPORT_ACTOR\"",
+                "ray.event_type=EXPORT_ACTOR",
                 "ray.state=\"ALIVE\"",
-                "ray.label=\"RAY_WORKER_FAILURE\"",
-                "ray.source=\"RAYLET\"",
-                "ray.event_type=\"RAY_WORKER_FAILURE\"",
-                "ray.event_type=\"TASK\"",
-                "ray.state=\"RUNNING\"",
+                "ray.label=RAY_WORKER_FAILURE",
+                "ray.source=RAYLET",
+                "ray.event_type=RAY_WORKER_FAILURE",
+                "ray.event_type=TASK",
+                "ray.state=RUNNING",
                 "code.filepath=node_manager.cc",
                 "code.lineno=77",
             ]
@@ -364,8 +390,15 @@ mod tests {
         let mut got = Vec::new();
         let mut f = |k: Key<'_>, v: Val<'_>| got.push(format!("{}{}={}", k.0, k.1, render(v)));
         let fields = r#"{"node_id":"'3a29')","job_id":"x"}"#;
-        extra(fields, "ray_client_server", &|k| k == "node_id", &mut f);
-        assert_eq!(got, ["ray.fields.node_id=\"'3a29')\"", "ray.job_id=\"x\""]);
+        extra(super::tests::fields(fields), "ray_client_server", &|k| k == "node_id", &mut f);
+        assert_eq!(got, ["ray.fields.node_id='3a29')", "ray.job_id=x"]);
+    }
+
+    /// A JSON object's members as the parser's fields of a record.
+    pub(super) fn fields(json: &str) -> std::vec::IntoIter<(&str, FieldValue<'_>)> {
+        let mut v = vec![];
+        json::members(json, |k, val| v.push((k, val.to_field()))).unwrap();
+        v.into_iter()
     }
 
     fn render(v: Val<'_>) -> String {

@@ -10,10 +10,13 @@
 use std::sync::{Arc, Mutex};
 
 use raylog_parsers::ndjson::{write_record_pieces, Pieces};
-use raylog_parsers::record::{Level, Stream};
+use raylog_parsers::record::{FieldValue, Level, Stream};
 use raylog_parsers::Record;
 
 use crate::agent::fnv;
+
+mod pairs;
+pub use pairs::Pairs;
 
 /// A slice of [`Batch::text`] (`len == 0` means absent).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,8 +100,8 @@ pub struct BatchRecord {
     pub task_name: Span,
     pub actor_name: Span,
     pub ids: [Span; 5],
-    /// The record's `fields` object as JSON (`{"source":"a.cc:1"}`), empty when it has
-    /// none or unless [`Needs::extra`].
+    /// The record's parser fields in [`Batch::pairs`] (see [`Batch::pairs_of`]),
+    /// empty when it has none or unless [`Needs::extra`].
     pub extra: Span,
     /// The file's full path when known, unless [`Needs::extra`] (OTLP's `log.file.path`).
     pub path: Span,
@@ -165,6 +168,9 @@ pub struct Batch {
     pub seq: u64,
     pub json: Vec<u8>,
     pub text: Vec<u8>,
+    /// The parser's fields of the records that have some, when [`Needs::extra`]
+    /// (see [`Pairs`]).
+    pub pairs: Vec<u8>,
     pub entries: Vec<BatchRecord>,
     pub node: Arc<NodeIdentity>,
     pub needs: Needs,
@@ -199,6 +205,7 @@ impl Batch {
             last_path: Default::default(),
             json: Vec::with_capacity(prev.json.len() + prev.json.len() / 8),
             text: Vec::with_capacity(prev.text.len() + prev.text.len() / 8),
+            pairs: Vec::with_capacity(prev.pairs.len() + prev.pairs.len() / 8),
             entries: Vec::with_capacity(prev.entries.len() + prev.entries.len() / 8),
         }
     }
@@ -208,6 +215,7 @@ impl Batch {
         self.seq = seq;
         self.json.clear();
         self.text.clear();
+        self.pairs.clear();
         self.entries.clear();
         self.last_file.clear();
         self.last_path = Default::default();
@@ -222,6 +230,11 @@ impl Batch {
         // exactly one of them, so it is valid UTF-8. Sinks call this per field per
         // record; re-validating here was a fifth of the Loki encoder's time.
         unsafe { std::str::from_utf8_unchecked(b) }
+    }
+
+    /// The parser's fields of `e` (none unless [`Needs::extra`]).
+    pub fn pairs_of(&self, e: &BatchRecord) -> Pairs<'_> {
+        Pairs { rest: &self.pairs[e.extra.start as usize..(e.extra.start + e.extra.len) as usize] }
     }
 
     /// The id of `e` for `field`, if present.
@@ -246,12 +259,15 @@ impl Batch {
 
     /// Bytes allocated by the arenas, used or not.
     pub fn capacity(&self) -> usize {
-        self.json.capacity() + self.text.capacity() + self.entries.capacity() * std::mem::size_of::<BatchRecord>()
+        self.json.capacity()
+            + self.text.capacity()
+            + self.pairs.capacity()
+            + self.entries.capacity() * std::mem::size_of::<BatchRecord>()
     }
 
     /// Bytes held, for the buffer bound.
     pub fn bytes(&self) -> usize {
-        self.json.len() + self.text.len() + self.entries.len() * std::mem::size_of::<BatchRecord>()
+        self.json.len() + self.text.len() + self.pairs.len() + self.entries.len() * std::mem::size_of::<BatchRecord>()
     }
 
     pub fn len(&self) -> usize {
@@ -333,9 +349,11 @@ impl Batch {
 
     fn push_extra(&mut self, r: &Record<'_>, e: &mut BatchRecord) {
         if !r.fields.is_empty() {
-            let start = self.text.len() as u32;
-            raylog_parsers::ndjson::write_fields_object(&mut self.text, r.fields);
-            e.extra = Span { start, len: self.text.len() as u32 - start };
+            let start = self.pairs.len() as u32;
+            for f in r.fields.iter() {
+                Pairs::push(&mut self.pairs, f.key, f.value);
+            }
+            e.extra = Span { start, len: self.pairs.len() as u32 - start };
         }
         let path = r.file.path.as_deref().unwrap_or("");
         if self.last_path.0 != path {
@@ -396,7 +414,18 @@ impl Batch {
         member(out, "actor_name", e.actor_name);
         if !e.extra.is_empty() {
             out.extend_from_slice(b",\"fields\":");
-            out.extend_from_slice(self.str(e.extra).as_bytes());
+            let mut open = b'{';
+            for (k, v) in self.pairs_of(e) {
+                out.push(open);
+                open = b',';
+                write_str(out, k);
+                out.push(b':');
+                match v {
+                    FieldValue::Str(s) => write_str(out, s),
+                    FieldValue::Json(j) => out.extend_from_slice(j.as_bytes()),
+                }
+            }
+            out.push(b'}');
         }
         out.extend_from_slice(self.node.json_members.as_bytes());
         out.push(b'}');
@@ -485,114 +514,4 @@ pub fn doc_id_from(seed: u128, offset: u64, message: &str) -> u128 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use raylog_parsers::{classify, Correlator, FileParser, Options};
-
-    #[test]
-    fn records_land_in_the_arenas() {
-        let node = Arc::new(NodeIdentity::new("node-a".into(), Some("c1".into()), Default::default()));
-        let mut b = Batch::new(7, node);
-        let meta = classify("raylet.out", Some("session_x"));
-        let mut p = FileParser::new(meta, None, None);
-        let text = b"[2026-11-30 09:05:35,278 I 4214 4214] (raylet) worker_pool.cc:564: Started worker_id=abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2\n";
-        let mut corr = Correlator::new();
-        p.push(text, &mut corr, &Options::default(), &mut |r| b.push(r, 0, doc_id("1:2", r.offset, r.message)));
-        p.finish(&mut corr, &Options::default(), &mut |r| b.push(r, 0, doc_id("1:2", r.offset, r.message)));
-        assert_eq!(b.len(), 1);
-        let e = &b.entries[0];
-        assert_eq!(b.str(e.component), "raylet");
-        assert_eq!(b.id(e, IdField::Worker), Some("abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2"));
-        assert_eq!(b.id(e, IdField::Actor), None);
-        let v: serde_json::Value = serde_json::from_str(b.json_of(e)).unwrap();
-        assert_eq!(v["node"], "node-a");
-        assert_eq!(v["cluster"], "c1");
-        assert_eq!(v["component"], "raylet");
-        assert_ne!(doc_id("1:2", 0, "a"), doc_id("1:2", 1, "a"));
-        assert_ne!(doc_id("1:2", 0, "a"), doc_id("1:2", 0, "b"), "new text at an old offset");
-        assert_eq!(doc_id("1:2", 0, "a"), doc_id("1:2", 0, "a"));
-    }
-
-    fn one_record(needs: Needs) -> Batch {
-        let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
-        let mut b = Batch::new(3, node).needing(needs);
-        let meta = classify(
-            "worker-abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2-01000000-4242.out",
-            Some("session_x"),
-        );
-        let mut p = FileParser::new(meta, None, None);
-        let text = b"(MyActor pid=4242) hello \"world\"\n";
-        let (mut corr, opts) = (Correlator::new(), Options::default());
-        p.push(text, &mut corr, &opts, &mut |r| b.push(r, 5_000_000_000, 1));
-        p.finish(&mut corr, &opts, &mut |r| b.push(r, 5_000_000_000, 1));
-        assert_eq!(b.len(), 1);
-        b
-    }
-
-    #[test]
-    fn only_what_the_sinks_read_is_built() {
-        let loki = one_record(Needs { json: false, fields: true, extra: false });
-        assert!(loki.json.is_empty(), "no sink reads the JSON");
-        let e = &loki.entries[0];
-        assert_eq!(loki.str(e.component), "worker");
-        assert!(loki.str(e.message).contains("hello"));
-        // Dead letters fall back to the fields Loki would have been sent.
-        let mut out = Vec::new();
-        loki.write_fields_json(e, &mut out, usize::MAX);
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["message"], loki.str(e.message));
-        assert_eq!(v["job_id"], "01000000");
-        assert_eq!(v["worker_id"], "abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2");
-        assert_eq!(v["pid"], 4242);
-        assert_eq!(v["node"], "node-a");
-        assert_eq!(v["session"], "session_x");
-        assert_eq!(v["timestamp"], "1970-01-01T00:00:05.000Z");
-
-        let es = one_record(Needs { json: true, fields: false, extra: false });
-        assert!(es.text.is_empty(), "no sink reads the fields");
-        let v: serde_json::Value = serde_json::from_str(es.json_of(&es.entries[0])).unwrap();
-        assert_eq!(v["job_id"], "01000000");
-        assert_eq!(v["node"], "node-a");
-    }
-
-    #[test]
-    fn records_of_one_file_share_its_spans() {
-        let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
-        let mut b = Batch::new(1, node).needing(Needs { json: false, fields: true, extra: false });
-        let (mut corr, opts) = (Correlator::new(), Options::default());
-        for name in ["raylet.out", "gcs_server.out"] {
-            let mut p = FileParser::new(classify(name, Some("s")), None, None);
-            let text = b"[2026-11-30 09:05:35,278 I 1 1] a.cc:1: one\n[2026-11-30 09:05:35,279 I 1 1] a.cc:2: two\n";
-            p.push(text, &mut corr, &opts, &mut |r| b.push(r, 0, 0));
-            p.finish(&mut corr, &opts, &mut |r| b.push(r, 0, 0));
-        }
-        let [r1, r2, g1, g2] = [&b.entries[0], &b.entries[1], &b.entries[2], &b.entries[3]];
-        assert_eq!((r1.component, r1.file), (r2.component, r2.file));
-        assert_eq!((g1.component, g1.file), (g2.component, g2.file));
-        assert_eq!(b.str(r2.component), "raylet");
-        assert_eq!(b.str(g1.component), "gcs_server");
-        assert_eq!(b.str(g2.file), "gcs_server.out");
-    }
-
-    #[test]
-    fn the_last_sink_hands_the_batch_back_empty() {
-        let mut b = one_record(Needs::ALL);
-        b.seq = 9;
-        let (cap_json, cap_text) = (b.json.capacity(), b.text.capacity());
-        let pool = Recycler::new(usize::MAX);
-        let shared = Arc::new(b);
-        let other_sink = shared.clone();
-        pool.put(shared);
-        assert!(pool.take().is_none(), "another sink still holds it");
-        pool.put(other_sink);
-        let again = pool.take().expect("the last holder recycles it").reuse(10);
-        assert!(pool.take().is_none());
-        assert_eq!(again.seq, 10);
-        assert!(again.is_empty() && again.json.is_empty() && again.text.is_empty());
-        assert!(again.json.capacity() >= cap_json && again.text.capacity() >= cap_text);
-        assert_eq!(again.needs, Needs::ALL);
-        let small = Recycler::new(again.capacity() - 1);
-        small.put(Arc::new(again));
-        assert!(small.take().is_none(), "a batch that grew too large is freed");
-    }
-}
+mod tests;
