@@ -1,12 +1,13 @@
 """`ship_bench.py manyfiles` and `ship_bench.py soak`: a node that ran for weeks.
 
-  manyfiles --files 100000 [--nofile 1024] [--lines 5] [--sessions 1] [--delete N]
+  manyfiles --files 100000 [--nofile 1024] [--lines 5] [--sessions 1] [--delete N] [--idle 60]
       A session (or --sessions of them) of finished worker files, --lines lines each,
       every line a unique `seq=<n>` token, shipped by `raylog ship` (the agent, not
       --once) running under an open-files limit of --nofile into capture_sink.py.
       Reports: catch-up time (until every line arrived), peak fds and RSS, CPU and
-      bytes written to disk (/proc/PID/io write_bytes) over 30 quiet seconds, the
-      latency of lines appended to random old files, and, after a SIGTERM, the
+      bytes written to disk (/proc/PID/io write_bytes) over --idle (60) quiet
+      seconds, the latency of a new worker file and of one in a new session dir, of
+      lines appended to random old files, and, after a SIGTERM, the
       restart time (start until an appended line arrives) and what was sent again.
       While the catch-up runs, a line is appended to raylet.out every 10 s and one new
       worker file is written: their latencies show whether live files wait for the
@@ -151,12 +152,13 @@ def seen(out, token, pos):
     return token.encode() in data[:cut], pos + cut
 
 
-def append_latency(out, path, seq):
-    """Appends one line with token seq=N to `path`; seconds until the receiver has it."""
+def append_latency(out, path, seq, head=""):
+    """Appends one line with token seq=N to `path` (after `head`, for a new file);
+    seconds until the receiver has it."""
     pos = os.path.getsize(out)
     t0 = time.monotonic()
     with open(path, "a") as f:
-        f.write("appended later seq=%d\n" % seq)
+        f.write("%sappended later seq=%d\n" % (head, seq))
     while time.monotonic() - t0 < 30:
         # The token ends the line: in the receiver's JSON, a quote follows it.
         found, pos = seen(out, 'seq=%d"' % seq, pos)
@@ -276,10 +278,23 @@ def manyfiles(a):
                  peak_fds[0], a.nofile, proc.rss(), proc.hwm()))
         time.sleep(10)  # let the last checkpoint saves and idle flushes settle
         c0, w0 = proc.cpu(), proc.written()
-        time.sleep(30)
+        time.sleep(a.idle)
         c1, w1 = proc.cpu(), proc.written()
-        print("idle 30 s: CPU %.2f%% of a core, %d bytes written to disk, fds %d, RSS %.1f MiB"
-              % ((c1 - c0) / 30 * 100, w1 - w0, proc.fds(), proc.rss()))
+        print("idle %d s: CPU %.2f%% of a core, %d bytes written to disk, fds %d, RSS %.1f MiB"
+              % (a.idle, (c1 - c0) / a.idle * 100, w1 - w0, proc.fds(), proc.rss()))
+        # After the catch-up: a new (task) worker's file, and one in a new session.
+        logs_dir = next(d for d, _, fs in os.walk(root) if "raylet.out" in fs)
+        new_file = os.path.join(logs_dir, worker_name(9_999_998, 98) + ".out")
+        print("after the catch-up, a new worker file -> sink: %.2f s"
+              % append_latency(out, new_file, seq, ":job_id:01000000\n"))
+        seq += 1
+        session = os.path.join(root, "session_2026-12-05_08-00-00_000000_99", "logs")
+        os.makedirs(session)
+        time.sleep(0.5)  # the session's dir is made first, as Ray does, then its files
+        print("after the catch-up, a new session's worker file -> sink: %.2f s (0.5 s after its dir)"
+              % append_latency(out, os.path.join(session, worker_name(9_999_996, 97) + ".out"), seq,
+                               ":job_id:01000000\n"))
+        seq += 1
         state = os.path.join(tmp, "state")
         size = sum(os.path.getsize(os.path.join(state, f)) for f in os.listdir(state))
         print("state dir: %s, %d bytes" % (sorted(os.listdir(state)), size))
@@ -414,6 +429,7 @@ def add_parsers(sp):
     m.add_argument("--sessions", type=int, default=1)
     m.add_argument("--nofile", type=int, default=1024)
     m.add_argument("--appends", type=int, default=10)
+    m.add_argument("--idle", type=int, default=60, help="seconds of quiet measured after the catch-up")
     m.add_argument("--timeout", type=int, default=900)
     m.add_argument("--delete", type=int, default=0, help="after the catch-up, delete this many read files at once "
                    "(forget_after 1m) and report when they are forgotten and the RSS after")
