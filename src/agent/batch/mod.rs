@@ -58,8 +58,8 @@ impl IdField {
 pub struct Needs {
     pub json: bool,
     pub fields: bool,
-    /// The parser's other pairs (the record's `fields` object), as JSON in
-    /// [`BatchRecord::extra`].
+    /// The parser's other pairs (the record's `fields` object), as [`Pairs`] in
+    /// [`Batch::pairs`] (see [`BatchRecord::extra`]).
     pub extra: bool,
 }
 
