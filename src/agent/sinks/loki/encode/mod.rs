@@ -347,7 +347,11 @@ impl LokiEncoder {
         for &end in &ends[..self.slots.len()] {
             let run = &mut self.order[start..end as usize];
             if !run.is_sorted_by_key(|o| o.1) {
-                run.sort_unstable_by_key(|o| (o.1, o.2));
+                // A stream's entries are a few sorted runs (each file's, read in time
+                // order), which the stable sort finds and merges: 0.8 % of the Loki
+                // path's instructions less than the unstable one, whose partitioning
+                // does not see runs. The keys are unique, so the order is the same.
+                run.sort_by_key(|o| (o.1, o.2));
             }
             start = end as usize;
         }
