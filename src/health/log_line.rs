@@ -74,6 +74,7 @@ fn between<'a>(m: &'a str, label: &str, ends: &[u8]) -> Option<&'a str> {
     // most of what the agent spends on these lines (a GCS worker exit asks for five).
     let rest = &m[memchr::memmem::find(m.as_bytes(), label.as_bytes())? + label.len()..];
     // The ends are ASCII: a byte found is a character boundary.
+    debug_assert!(ends.is_ascii());
     let end = rest.bytes().position(|b| ends.contains(&b)).unwrap_or(rest.len());
     Some(&rest[..end])
 }

@@ -5,7 +5,7 @@ use raylog_parsers::record::FieldValue;
 /// A record's parser fields, as [`super::Batch::push`] keeps them for the OTLP
 /// sink: each is a tag (0 text, 1 raw JSON), the key's and the value's lengths (u32,
 /// little endian) and their bytes. The sink reads them back as they were, where a
-/// JSON object would be escaped on the way in and scanned on the way out (4 % of
+/// JSON object would be escaped on the way in and scanned on the way out (5 % of
 /// the OTLP path's instructions).
 pub struct Pairs<'a> {
     pub(super) rest: &'a [u8],
