@@ -137,20 +137,25 @@ fn write_fields(out: &mut Vec<u8>, fields: &Fields<'_>) {
 
 /// The record's `fields` as one JSON object (`{}` when there are none).
 pub fn write_fields_object(out: &mut Vec<u8>, fields: &Fields<'_>) {
-    if fields.is_empty() {
-        out.extend_from_slice(b"{}");
-        return;
-    }
+    write_pairs_object(out, fields.iter().map(|f| (f.key, f.value)));
+}
+
+/// Key/value pairs as one JSON object (`{}` when there are none): text escaped,
+/// JSON values as they are.
+pub fn write_pairs_object<'a>(out: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a str, FieldValue<'a>)>) {
     let mut open = b'{';
-    for fld in fields.iter() {
+    for (key, value) in pairs {
         out.push(open);
         open = b',';
-        write_str(out, fld.key);
+        write_str(out, key);
         out.push(b':');
-        match fld.value {
+        match value {
             FieldValue::Str(s) => write_str(out, s),
             FieldValue::Json(j) => out.extend_from_slice(j.as_bytes()),
         }
+    }
+    if open == b'{' {
+        out.push(b'{');
     }
     out.push(b'}');
 }

@@ -1,16 +1,17 @@
-//! Batch: records on their way to the sinks, stored in two flat arenas.
+//! Batch: records on their way to the sinks, stored in flat arenas.
 //!
 //! A parsed [`Record`] borrows the parser's buffers and dies with the callback, so the
 //! reader copies what the sinks need into a [`Batch`]: each record's NDJSON line into
 //! `json`, and the strings sinks index or label by (message, component, ids…) into
-//! `text`, addressed by [`Span`]s. One batch is two `Vec<u8>`s and a `Vec<BatchRecord>`, so
+//! `text`, addressed by [`Span`]s, and the parser's other pairs, for OTLP, into `pairs`
+//! ([`Pairs`]). One batch is three `Vec<u8>`s and a `Vec<BatchRecord>`, so
 //! building it allocates per batch, not per record, and handing it to several sinks
 //! is one `Arc`.
 
 use std::sync::{Arc, Mutex};
 
 use raylog_parsers::ndjson::{write_record_pieces, Pieces};
-use raylog_parsers::record::{FieldValue, Level, Stream};
+use raylog_parsers::record::{Level, Stream};
 use raylog_parsers::Record;
 
 use crate::agent::fnv;
@@ -414,18 +415,7 @@ impl Batch {
         member(out, "actor_name", e.actor_name);
         if !e.extra.is_empty() {
             out.extend_from_slice(b",\"fields\":");
-            let mut open = b'{';
-            for (k, v) in self.pairs_of(e) {
-                out.push(open);
-                open = b',';
-                write_str(out, k);
-                out.push(b':');
-                match v {
-                    FieldValue::Str(s) => write_str(out, s),
-                    FieldValue::Json(j) => out.extend_from_slice(j.as_bytes()),
-                }
-            }
-            out.push(b'}');
+            raylog_parsers::ndjson::write_pairs_object(out, self.pairs_of(e));
         }
         out.extend_from_slice(self.node.json_members.as_bytes());
         out.push(b'}');

@@ -263,9 +263,17 @@ fn extra<'b>(
 fn field_val(v: FieldValue<'_>) -> Val<'_> {
     match v {
         FieldValue::Str(s) => Val::Str(s),
-        FieldValue::Json(j) if j.starts_with('"') => Val::Json(Value::Str(j, j.contains('\\'))),
         FieldValue::Json(j @ ("NaN" | "Infinity" | "-Infinity")) => Val::Str(j),
-        FieldValue::Json(j) => Val::Json(Value::Raw(j)),
+        FieldValue::Json(j) => Val::Json(element(j)),
+    }
+}
+
+/// A JSON value's raw text (an array element, a parser field's JSON) as a [`Value`].
+pub fn element(el: &str) -> Value<'_> {
+    if el.starts_with('"') {
+        Value::Str(el, el.contains('\\'))
+    } else {
+        Value::Raw(el)
     }
 }
 

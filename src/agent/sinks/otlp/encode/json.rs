@@ -5,9 +5,9 @@
 use raylog_parsers::json::Value;
 use raylog_parsers::ndjson::write_str;
 
-use super::{element, hex128, OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
+use super::{hex128, OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
 use crate::agent::batch::{Batch, BatchRecord};
-use crate::agent::sinks::otlp::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
+use crate::agent::sinks::otlp::attrs::{self, element, Key, Scalar, Val, MAX_DEPTH};
 
 impl OtlpEncoder {
     /// The request as JSON, with the first entries of `sel` that fit in `limit`

@@ -44,7 +44,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use raylog_parsers::json::Value;
 
-use super::attrs::{self, Key, Scalar, Val, MAX_DEPTH};
+use super::attrs::{self, element, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
 use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
 pub use crate::agent::sinks::elasticsearch::encode::hex128;
@@ -397,15 +397,6 @@ fn pb_json(raw: &mut Vec<u8>, scratch: &mut String, j: Value<'_>, depth: u32) {
             Scalar::Null => {}
             Scalar::Text => pb::bytes_always(raw, 1, r.as_bytes()),
         },
-    }
-}
-
-/// An array element's raw text as a [`Value`].
-pub fn element(el: &str) -> Value<'_> {
-    if el.starts_with('"') {
-        Value::Str(el, el.contains('\\'))
-    } else {
-        Value::Raw(el)
     }
 }
 
