@@ -25,13 +25,20 @@ pub const TIME_HINT_WINDOW: u64 = 64 << 10;
 
 pub fn prescan_bytes(meta: &FileMeta, chunk: &[u8], corr: &mut Correlator, found: &mut Prescanned) {
     corr.prescan(meta, chunk);
+    prescan_own(meta, chunk, corr.zone(), found);
+}
+
+/// What [`prescan_bytes`] learns about the file itself (its node id, its time hint),
+/// without teaching the correlator anything: for a file whose markers no other
+/// file needs (see the agent's `source::quiet`).
+pub fn prescan_own(meta: &FileMeta, chunk: &[u8], zone: &Zone, found: &mut Prescanned) {
     if meta.component == "raylet" && found.node.is_none() {
         found.node = node_id_from_raylet(chunk);
     }
     if meta.component == "worker" && found.time_hint.is_none() && found.seen < TIME_HINT_WINDOW {
         let window = &chunk[..chunk.len().min((TIME_HINT_WINDOW - found.seen) as usize)];
         // Only whole lines: one cut by the window's end is not looked at.
-        found.time_hint = first_line_time(meta, window, corr.zone());
+        found.time_hint = first_line_time(meta, window, zone);
     }
     found.seen += chunk.len() as u64;
 }

@@ -197,6 +197,12 @@ impl Correlator {
         self.workers.forget(keep)
     }
 
+    /// Forgets one worker ([`Correlator::forget_workers`] for a single worker, in
+    /// constant time) unless it hosts an actor; true if it went.
+    pub fn forget_worker(&mut self, worker: &crate::id::PackedId) -> bool {
+        self.workers.remove(worker)
+    }
+
     /// Tells again what a worker file's markers said (its job, its actor class), as
     /// kept in the context the file ended in: for a worker forgotten meanwhile
     /// ([`Correlator::forget_workers`]), or not prescanned by a restarted agent, whose

@@ -214,6 +214,29 @@ impl Workers {
         self.slots.len()
     }
 
+    /// Forgets worker `key` unless it is linked to an actor; true if it went. Its
+    /// slot takes the last one's place, so this costs a lookup, not a rebuild.
+    pub fn remove(&mut self, key: &PackedId) -> bool {
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        let Ok(e) = self.index.find_entry(hasher.hash_one(key), |&i| slots[i as usize].key == *key) else {
+            return false;
+        };
+        let i = *e.get() as usize;
+        if slots[i].actor != NONE {
+            return false;
+        }
+        e.remove();
+        let last = self.slots.len() - 1;
+        self.slots.swap_remove(i);
+        if i != last {
+            let moved = self.hasher.hash_one(self.slots[i].key);
+            if let Some(j) = self.index.find_mut(moved, |&j| j as usize == last) {
+                *j = i as u32;
+            }
+        }
+        true
+    }
+
     /// Forgets every worker not linked to an actor for which `keep` says no, and
     /// gives their memory back; returns how many.
     pub fn forget(&mut self, keep: impl Fn(&PackedId) -> bool) -> usize {
@@ -337,6 +360,15 @@ mod tests {
                 assert_eq!((w.job(x), w.time(x)), (None, None), "worker {i} forgotten");
             }
         }
+        // One at a time: the last slot moves into the gap and is still found.
+        let (a, b) = (ids[3], *ids.last().unwrap());
+        assert!(w.job(&a).is_some() && w.actor(&a).is_none());
+        assert!(w.remove(&a) && !w.remove(&a));
+        assert_eq!((w.job(&a), w.time(&a)), (None, None));
+        assert_eq!(w.job(&b), Some(id(&format!("{:08x}", 9_999 % 7 + 1))));
+        assert_eq!(w.time(&b), Some(Timestamp(9_999)));
+        // A worker hosting an actor stays.
+        assert!(!w.remove(&ids[10]) && w.actor(&ids[10]).is_some());
         // A forgotten worker learned again starts afresh.
         w.set_job(&ids[1], id("0000000a"));
         assert_eq!((w.job(&ids[1]), w.time(&ids[1])), (Some(id("0000000a")), None));

@@ -186,7 +186,11 @@ impl Source {
         }
         let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time());
         let expect = (t.unverified || t.fingerprint().len > 0).then_some(t.fingerprint());
-        let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), d.node, t.resume, ctx, expect)? else {
+        let (dir, node, resume, fresh) = (t.dir(), d.node, t.resume, t.context.is_none());
+        if fresh {
+            self.recall_sibling(dir, &meta);
+        }
+        let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), node, resume, ctx, expect)? else {
             return Ok(false);
         };
         if replaced && expect != Some(super::files::READ_WHOLE) {
@@ -211,9 +215,9 @@ impl Source {
         use std::io::Read;
         let f = std::fs::File::open(&t.path).ok()?;
         let mut found = crate::prescan::Prescanned::default();
-        let mut corr = raylog_parsers::Correlator::with_zone(self.cfg.source.parse.zone.clone());
+        let zone = self.corr.zone();
         let _ = crate::lines::for_each_line_chunk(f.take(crate::prescan::TIME_HINT_WINDOW), |c| {
-            crate::prescan::prescan_bytes(&t.meta, c, &mut corr, &mut found)
+            crate::prescan::prescan_own(&t.meta, c, zone, &mut found)
         });
         found.time_hint
     }
@@ -273,6 +277,9 @@ impl Source {
         if t.has_work() {
             // Closed holding a record or a partial line: read it again from there.
             self.table.mark(key);
+        } else {
+            let dir = t.dir();
+            self.forget_if_alone(dir, &open);
         }
     }
 

@@ -51,6 +51,9 @@ impl Source {
         use std::io::Read;
         let f = std::fs::File::open(path).ok()?;
         let mtime = f.metadata().ok().and_then(|md| md.modified().ok());
+        // A worker's only file teaches nothing another file needs (see `quiet`).
+        let unwritten = mtime.and_then(|m| m.elapsed().ok()).unwrap_or_default();
+        let teach = unwritten < super::quiet::ALONE_AFTER || !self.alone(dir, meta);
         let mut found = crate::prescan::Prescanned::default();
         let mut first = None;
         let limit = crate::prescan::prescan_limit(meta);
@@ -58,7 +61,11 @@ impl Source {
             if first.is_none() && meta.component != "worker" {
                 first = crate::prescan::first_line_time(meta, c, self.corr.zone());
             }
-            crate::prescan::prescan_bytes(meta, c, &mut self.corr, &mut found)
+            if teach {
+                crate::prescan::prescan_bytes(meta, c, &mut self.corr, &mut found)
+            } else {
+                crate::prescan::prescan_own(meta, c, self.corr.zone(), &mut found)
+            }
         });
         if let (Some(n), d) = (found.node, &mut self.dirs[dir as usize]) {
             d.node.get_or_insert(n);

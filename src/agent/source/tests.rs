@@ -83,6 +83,11 @@ impl Rig {
     /// [`Rig::round`], the records as the sinks' JSON.
     fn round_json(&mut self, changes: Changes) -> Vec<serde_json::Value> {
         self.source.look(changes);
+        self.rest_of_round_json()
+    }
+
+    /// [`Rig::rest_of_round`], the records as the sinks' JSON.
+    fn rest_of_round_json(&mut self) -> Vec<serde_json::Value> {
         self.step();
         self.sent_json()
     }
@@ -465,4 +470,62 @@ fn a_file_the_limit_stopped_is_read_again_in_steps_of_minutes() {
     // Stretches of GCS records between raylet's: 5 minutes or more each.
     let stretches = got.windows(2).filter(|w| w[0].starts_with("raylet") && w[1].starts_with("gcs")).count();
     assert!((2..=10).contains(&stretches), "GCS read in {stretches} stretches over 40 minutes");
+}
+
+/// A worker whose only file is one old stdout file leaves no slot in the correlator:
+/// its prescan teaches nothing, and the slot its reading made goes when it is closed
+/// read to its end. Its records keep the job its marker named; a
+/// worker with a core-worker log or two streams keeps its slot, and a file written
+/// after a rotation of the lone file gets the job from the rotated file.
+#[test]
+fn a_workers_only_file_leaves_no_slot_once_read() {
+    let mut rig = Rig::new("alone", 8);
+    let id = |n: u32| format!("{:056x}", 0xb000 + n);
+    let out = |n: u32, ext: &str| format!("worker-{}-ffffffff-{}.{ext}", id(n), 50_000 + n);
+    let logs = rig.logs();
+    let lone = logs.join(out(1, "out"));
+    let files = [lone.clone(), logs.join(out(2, "out")), logs.join(out(3, "out")), logs.join(out(3, "err"))];
+    for f in &files {
+        // No `:actor_name:`: an actor's prints would wait for its core-worker log.
+        write(f, ":job_id:03000000\nhello\n");
+    }
+    let core = logs.join(format!("python-core-worker-{}_{}.log", id(2), 50_002));
+    write(&core, "[2026-11-30 09:05:36,393 I 50002 50002] core_worker.cc:1: a line naming no job\n");
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for f in files.iter().chain([&core]) {
+        std::fs::File::options().append(true).open(f).unwrap().set_modified(hour_ago).unwrap();
+    }
+    let job = |rig: &Rig, n: u32| rig.source.corr.job_of(&Id::parse(id(n).as_bytes()).unwrap());
+    rig.source.look(everything());
+    while !rig.source.backlog.is_empty() {
+        rig.source.look(Changes::default());
+    }
+    assert_eq!((job(&rig, 1), job(&rig, 2).is_some(), job(&rig, 3).is_some()), (None, true, true), "prescanned");
+    let mut got = rig.rest_of_round_json();
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(2));
+        got.extend(rig.round_json(Changes::default()));
+    }
+    assert_eq!(got.len(), 5, "{got:?}");
+    for r in &got {
+        assert_eq!(r["job_id"].as_str(), Some("03000000"), "{r}");
+    }
+    assert_eq!(got.iter().filter(|r| r["message"] == "hello").count(), 4);
+    for key in rig.source.table.open_keys() {
+        rig.source.close(key);
+    }
+    assert_eq!(job(&rig, 1), None, "the lone file's worker is forgotten once it is read and closed");
+    assert!(job(&rig, 2).is_some() && job(&rig, 3).is_some());
+    assert_eq!(rig.source.corr.workers(), 2);
+    // Rotated: the new file has no markers of its own.
+    let rotated = logs.join(out(1, "out.1"));
+    std::fs::rename(&lone, &rotated).unwrap();
+    write(&lone, "after the rotation\n");
+    let mut later = rig.round_json(paths(&[&lone, &rotated]));
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(2));
+        later.extend(rig.round_json(Changes::default()));
+    }
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0]["job_id"].as_str(), Some("03000000"), "{later:?}");
 }
