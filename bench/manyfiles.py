@@ -334,6 +334,13 @@ def manyfiles(a):
         again = stats(port)["entries"] - before - 1
         print("restart: the line appended at start arrived %.2f s after the start; %d entries sent again; RSS %.1f MiB"
               % (took or -1, again, proc.rss()))
+        # The peak of a restart comes once the listing has tracked every file again
+        # beside the checkpoints loaded.
+        while files_watched(api) < a.files and time.monotonic() - t1 < 300:
+            time.sleep(1)
+        time.sleep(5)
+        print("restart: all %d files tracked again %.1f s after the start; RSS %.1f MiB (peak %.1f)"
+              % (files_watched(api), time.monotonic() - t1 - 5, proc.rss(), proc.hwm()))
     finally:
         stop(p, sink)
     check_delivery(tmp, out, seq, a.keep)

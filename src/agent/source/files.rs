@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{classify, Id};
 
 use super::names::Name;
-use super::table::{Place, Tick, Tracked};
+use super::table::{Place, Tick, Tracked, View};
+use super::tail::Tailed;
 use super::{Dir, Source, SWEEP_WATCHED};
 use crate::agent::checkpoint::Contexts;
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
@@ -257,7 +258,7 @@ impl Source {
         if t.dir() == d && self.table.is_named(&key, rel) {
             return;
         }
-        if let Some(open) = self.table.get_mut(&key).and_then(|t| t.open.as_mut()) {
+        if let Some(open) = self.table.open_mut(&key) {
             open.path = path.to_path_buf();
         }
         let name = self.table.names.add(rel);
@@ -296,7 +297,7 @@ impl Source {
                 continue;
             }
             let t = self.tracked(key, f, &md, first);
-            let has_work = t.has_work();
+            let has_work = View { t: &t, open: None }.has_work();
             self.table.insert(t);
             if has_work {
                 self.table.mark(key);
@@ -370,7 +371,8 @@ impl Source {
         } else if let Some(max) = self.cfg.source.ignore_older {
             // Old and never read: skipped until it changes, then read whole.
             if md.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > max) {
-                (t.resume, t.unverified) = (md.len(), true);
+                t.resume = md.len();
+                t.set_unverified(true);
                 t.set_fingerprint(READ_WHOLE);
             }
         }
@@ -402,16 +404,16 @@ impl Source {
         for _ in 0..UNSTATED_CHUNK {
             let Some(key) = self.unstated.pop() else { break };
             // Open: being read already, and prescanned when it was opened or found.
-            let Some(t) = self.table.get(&key).filter(|t| t.open.is_none()) else { continue };
+            let Some(t) = self.table.get(&key).filter(|t| !t.is_open()) else { continue };
             let path = self.path(t);
             match std::fs::metadata(&path) {
                 Ok(md) if FileKey::of(&md) == key => {
-                    let Some(t) = self.table.get_mut(&key) else { continue };
+                    let Some((t, open)) = self.table.entry_mut(&key) else { continue };
                     if md.len() != t.size {
-                        changed(t, md.len());
+                        changed(t, open, md.len());
                     }
                     // Ready by an event since the listing, and not prescanned: it is now.
-                    if t.has_work() || self.table.is_ready(&key) {
+                    if self.table.view(&key).is_some_and(|v| v.has_work()) || self.table.is_ready(&key) {
                         self.table.mark(key);
                         work.push(key);
                     }
@@ -436,9 +438,9 @@ impl Source {
                 Ok(md) if md.is_dir() => self.next_rescan = Instant::now(),
                 Ok(md) if md.is_file() => {
                     let key = FileKey::of(&md);
-                    if let Some(t) = self.table.get_mut(&key) {
-                        let grew = md.len() > t.read_to();
-                        changed(t, md.len());
+                    if let Some(grew) = self.table.view(&key).map(|v| md.len() > v.read_to()) {
+                        let Some((t, open)) = self.table.entry_mut(&key) else { continue };
+                        changed(t, open, md.len());
                         let stray = t.place != Place::Here;
                         self.table.mark(key);
                         self.hot.push(key);
@@ -500,12 +502,13 @@ impl Source {
         let keys: Vec<FileKey> = self.table.values().map(|t| t.key).collect();
         for key in keys {
             let path = match self.table.get(&key) {
-                Some(t) if t.open.is_none() => Some(self.path(t)),
+                Some(t) if !t.is_open() => Some(self.path(t)),
                 Some(_) => None,
                 None => continue,
             };
-            let Some(t) = self.table.get_mut(&key) else { continue };
-            let size = match (&mut t.open, path) {
+            let Some(grew_from) = self.table.view(&key).map(|v| v.read_to()) else { continue };
+            let Some((t, mut open)) = self.table.entry_mut(&key) else { continue };
+            let size = match (&mut open, path) {
                 (Some(open), _) => open.stat().map(|()| open.size).ok(),
                 (None, path) => {
                     path.and_then(|p| std::fs::metadata(p).ok()).filter(|md| FileKey::of(md) == key).map(|md| md.len())
@@ -514,14 +517,14 @@ impl Source {
             match size {
                 Some(size) => {
                     let recent = t.active.elapsed() < RECENT;
-                    let grew = size > t.read_to();
-                    changed(t, size);
+                    let grew = size > grew_from;
+                    changed(t, open, size);
                     self.table.mark(key);
                     if recent && !grew {
                         self.verify(key);
                     }
                 }
-                None if t.open.is_none() => self.next_rescan = Instant::now(),
+                None if open.is_none() => self.next_rescan = Instant::now(),
                 None => {}
             }
         }
@@ -531,13 +534,13 @@ impl Source {
     /// if not (a copy-truncate that grew back to where reading stood), it is read
     /// again from its start. One positioned read, plus an open if it is closed.
     fn verify(&mut self, key: FileKey) {
-        let Some(t) = self.table.get_mut(&key) else { return };
-        if let Some(open) = &mut t.open {
+        if let Some(open) = self.table.open_mut(&key) {
             if open.verify() {
                 self.table.mark(key);
             }
             return;
         }
+        let Some(t) = self.table.get(&key) else { return };
         let (fp, here) = (t.fingerprint(), t.place == Place::Here);
         if fp.len == 0 || !here || fp == READ_WHOLE {
             return;
@@ -570,9 +573,9 @@ impl Source {
             let path = self.path(t);
             match std::fs::metadata(&path) {
                 Ok(md) if FileKey::of(&md) == key => {
-                    if let Some(t) = self.table.get_mut(&key) {
+                    if let Some((t, open)) = self.table.entry_mut(&key) {
                         if md.len() != t.size {
-                            changed(t, md.len());
+                            changed(t, open, md.len());
                             self.table.mark(key);
                         }
                     }
@@ -592,17 +595,18 @@ const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Resumes `t` where its checkpoint says, to be checked against the file's first
 /// bytes when it is opened.
 fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, contexts: &mut Contexts) {
-    (t.resume, t.context, t.unverified) = (cp.offset, contexts.intern(cp.context), true);
+    (t.resume, t.context) = (cp.offset, contexts.intern(cp.context));
+    t.set_unverified(true);
     t.set_fingerprint(cp.fingerprint);
     t.set_last_time(cp.last_time_ns);
     t.head = cp.last_time_ns.unwrap_or(i64::MIN);
 }
 
-/// Notes a new size for a tracked file.
-fn changed(t: &mut Tracked, size: u64) {
+/// Notes a new size for a tracked file (and its open state, if open).
+fn changed(t: &mut Tracked, open: Option<&mut Tailed>, size: u64) {
     t.size = size;
     t.active = Tick::now();
-    if let Some(open) = &mut t.open {
+    if let Some(open) = open {
         // What decides whether it has work (growth, or truncation below the offset).
         open.size = size;
     }

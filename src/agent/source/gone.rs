@@ -37,11 +37,11 @@ impl Source {
     /// File `key` is not at its path: [`Place::Unknown`] until a listing finds it,
     /// or [`Place::Departed`] at once when its descriptor shows it was deleted.
     pub(super) fn misplaced(&mut self, key: FileKey) {
-        let Some(t) = self.table.get_mut(&key) else { return };
-        if t.open.as_ref().is_some_and(|o| o.deleted()) {
+        if self.table.open_of(&key).is_some_and(|o| o.deleted()) {
             self.departed(key);
             return;
         }
+        let Some(t) = self.table.get_mut(&key) else { return };
         if t.place == Place::Here {
             t.place = Place::Unknown;
         }
@@ -63,7 +63,7 @@ impl Source {
     fn departed(&mut self, key: FileKey) {
         let Some(t) = self.table.get_mut(&key) else { return };
         t.place = Place::Departed;
-        if t.open.is_some() {
+        if t.is_open() {
             self.table.mark(key);
         } else {
             self.forget(key);
@@ -73,13 +73,13 @@ impl Source {
     /// Stops tracking file `key`; its checkpoint is marked gone. Unless it is known
     /// deleted, its position stays in `resume`, should it be found again.
     pub(super) fn forget(&mut self, key: FileKey) {
-        let Some(t) = self.table.get(&key) else { return };
-        let path = self.path(t);
+        let Some(t) = self.table.view(&key) else { return };
+        let path = self.path(&t);
         let lost = t.behind();
         if lost > 0 && t.open.is_none() {
             self.lost(&path, lost, t.resume);
         }
-        let deleted = t.open.as_ref().is_some_and(|o| o.deleted());
+        let deleted = t.open.is_some_and(|o| o.deleted());
         if let Some(mut cp) = self.position(key) {
             cp.gone_since = unix_now();
             if !deleted {
@@ -95,8 +95,8 @@ impl Source {
     /// (held records are still to go out), unlike its checkpoint.
     fn resume_point(&self, key: FileKey, cp: &FileCheckpoint) -> FileCheckpoint {
         let mut point = cp.clone();
-        if let Some(t) = self.table.get(&key) {
-            match &t.open {
+        if let Some(t) = self.table.view(&key) {
+            match t.open {
                 Some(o) => {
                     point.offset = o.parser.unemitted_offset();
                     point.context = SavedContext::from_parser(o.parser.context());

@@ -409,11 +409,10 @@ impl Source {
         m.files_open.store(self.table.open_count() as i64, Relaxed);
         // Only files that changed can be behind: the open ones and those waiting.
         let mut behind: u64 = 0;
-        let open: HashSet<FileKey> = self.table.open_keys().into_iter().collect();
-        for key in &open {
-            behind += self.table.get(key).map_or(0, |t| t.behind());
+        for key in self.table.open_keys() {
+            behind += self.table.view(&key).map_or(0, |t| t.behind());
         }
-        behind += self.table.ready().filter(|t| !open.contains(&t.key)).map(|t| t.behind()).sum::<u64>();
+        behind += self.table.ready().filter(|t| !t.is_open()).map(|t| t.behind()).sum::<u64>();
         m.bytes_behind.store(behind as i64, Relaxed);
         m.records_held.store(self.enrich.hold.len() as i64, Relaxed);
         m.workers_known.store(self.corr.workers() as i64, Relaxed);
@@ -459,8 +458,8 @@ impl Source {
     /// The checkpoint of file `key` right now: where it is read to (or resumes),
     /// but not past a record still held.
     fn position(&self, key: FileKey) -> Option<FileCheckpoint> {
-        let t = self.table.get(&key)?;
-        let (mut offset, context, last, fingerprint) = match &t.open {
+        let t = self.table.view(&key)?;
+        let (mut offset, context, last, fingerprint) = match t.open {
             Some(o) => (
                 o.parser.unemitted_offset(),
                 SavedContext::from_parser(o.parser.context()),

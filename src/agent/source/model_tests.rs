@@ -191,7 +191,7 @@ impl Model {
     /// Whether the reader holds a descriptor to file `f` (then it reads it to the
     /// end even after Ray deletes it).
     fn reader_has_open(&self, f: usize) -> bool {
-        self.rig.source.table.get(&self.files[f].key).is_some_and(|t| t.open.is_some())
+        self.rig.source.table.get(&self.files[f].key).is_some_and(|t| t.is_open())
     }
 
     /// File `f`'s lines not sent yet may be missed from now on.
@@ -408,11 +408,11 @@ impl Model {
             eprintln!("file {i} {:?} first {:?} len {} gen {} at {at:?}", f.key, f.first, f.len, f.generation);
         }
         for t in self.rig.source.table.values() {
-            let o = t.open.as_ref().map(|o| (o.parser.offset(), o.parser.unemitted_offset(), o.size, o.fingerprint));
+            let o = t.open.map(|o| (o.parser.offset(), o.parser.unemitted_offset(), o.size, o.fingerprint));
             eprintln!(
                 "table {:?} {} {:?} open {o:?} resume {} size {} fp {:?}",
                 t.key,
-                self.rig.source.table.rel(t),
+                self.rig.source.table.rel(&t),
                 t.place,
                 t.resume,
                 t.size,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::id::PackedId;
 use raylog_parsers::{classify, FileMeta};
 
-use super::table::{Place, Tracked};
+use super::table::{Place, Tracked, View};
 use super::tail::Tailed;
 use super::Source;
 
@@ -61,12 +61,12 @@ impl Source {
         // with a token.
         let names = &self.table.names;
         let worker_file = |t: &Tracked| names.leading_token(t.name).is_some();
-        if self.corr.workers() == 0 || !self.table.values().any(|t| worker_file(t) && quiet(t, quiet_for)) {
+        if self.corr.workers() == 0 || !self.table.values().any(|t| worker_file(&t) && quiet(t, quiet_for)) {
             return 0;
         }
         let mut busy: HashSet<PackedId> = HashSet::new();
-        for t in self.table.values().filter(|t| !quiet(t, quiet_for)) {
-            if let Some(k) = self.worker_key(t) {
+        for t in self.table.values().filter(|t| !quiet(*t, quiet_for)) {
+            if let Some(k) = self.worker_key(&t) {
                 busy.insert(k);
             }
         }
@@ -116,8 +116,8 @@ impl Source {
         }
     }
 
-    fn worker_key(&self, t: &Tracked) -> Option<PackedId> {
-        match &t.open {
+    fn worker_key(&self, t: &View<'_>) -> Option<PackedId> {
+        match t.open {
             Some(open) => open.meta.worker_key(),
             None => classify(&self.table.rel(t), None).worker_key(),
         }
@@ -137,6 +137,6 @@ fn sibling_stream(rel: &str) -> Option<String> {
 
 /// Whether a file is read to its end, closed, where it was, and unchanged for
 /// `quiet_for`.
-fn quiet(t: &Tracked, quiet_for: Duration) -> bool {
-    t.open.is_none() && !t.has_work() && !t.unverified && t.place == Place::Here && t.active.elapsed() >= quiet_for
+fn quiet(t: View<'_>, quiet_for: Duration) -> bool {
+    t.open.is_none() && !t.has_work() && !t.unverified() && t.place == Place::Here && t.active.elapsed() >= quiet_for
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use raylog_parsers::{classify, Correlator, Options, Record, Timestamp};
 
-use super::table::{Place, Tick};
+use super::table::{Place, Tick, View};
 use super::tail::{ReadResult, Tailed};
 use super::{Source, MERGE_SLACK, READ_BUDGET};
 use crate::agent::checkpoint::{FileKey, SavedContext};
@@ -54,10 +54,10 @@ impl Source {
         let mut order = vec![];
         let mut idle = vec![];
         for t in self.table.ready() {
-            let g = self.merge_group(t);
+            let g = self.merge_group(&t);
             if !t.has_work() && t.place != Place::Departed {
                 idle.push(t.key);
-            } else if let Some(open) = &t.open {
+            } else if let Some(open) = t.open {
                 order.push((t.head(), t.key, g, open.parser.blocked().is_some()));
             } else {
                 oldest[g].push((t.head(), t.key));
@@ -75,10 +75,10 @@ impl Source {
         // Live files (inotify named them) take part however many older files wait:
         // they are read as far as the time limit lets them, not after the backlog.
         for key in std::mem::take(&mut self.hot) {
-            let Some(t) = self.table.get(&key).filter(|t| t.open.is_none() && self.table.is_ready(&key)) else {
+            let Some(t) = self.table.view(&key).filter(|t| t.open.is_none() && self.table.is_ready(&key)) else {
                 continue;
             };
-            order.push((t.head(), key, self.merge_group(t), false));
+            order.push((t.head(), key, self.merge_group(&t), false));
         }
         order.sort_unstable();
         order.dedup();
@@ -123,7 +123,7 @@ impl Source {
     /// Opens file `key` if it is not open, closing another at the cap.
     fn ensure_open(&mut self, key: FileKey) -> Opened {
         let Some(t) = self.table.get(&key) else { return Opened::Never };
-        if t.open.is_some() {
+        if t.is_open() {
             return Opened::Yes;
         }
         if t.place != Place::Here {
@@ -185,7 +185,7 @@ impl Source {
             self.corr.recall_worker(&w, c.job_id.as_deref(), c.actor_name.as_deref());
         }
         let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time());
-        let expect = (t.unverified || t.fingerprint().len > 0).then_some(t.fingerprint());
+        let expect = (t.unverified() || t.fingerprint().len > 0).then_some(t.fingerprint());
         let (dir, node, resume, fresh) = (t.dir(), d.node, t.resume, t.context.is_none());
         if fresh {
             self.recall_sibling(dir, &meta);
@@ -201,7 +201,8 @@ impl Source {
             tailed.parser.set_time_hint(self.time_hint(&tailed));
         }
         let t = self.table.get_mut(&key).expect("checked by the caller");
-        (t.unverified, t.size) = (false, tailed.size);
+        t.size = tailed.size;
+        t.set_unverified(false);
         t.set_fingerprint(tailed.fingerprint);
         self.table.set_open(key, Some(Box::new(tailed)));
         Ok(true)
@@ -237,8 +238,8 @@ impl Source {
                 .into_iter()
                 .filter(|k| *k != keep)
                 .filter_map(|k| {
-                    let t = self.table.get(&k).filter(|t| t.place == Place::Here)?;
-                    let busy = !t.open.as_ref().is_some_and(|o| o.is_clean()) || self.enrich.hold.holds_file(&k);
+                    let t = self.table.view(&k).filter(|t| t.place == Place::Here)?;
+                    let busy = !t.open.is_some_and(|o| o.is_clean()) || self.enrich.hold.holds_file(&k);
                     Some((busy, t.active, k))
                 })
                 .min();
@@ -256,7 +257,7 @@ impl Source {
     /// it, as that is how it is opened again. One that is deleted or renamed away is
     /// read to its end through its descriptor first.
     pub(super) fn closable(&self, key: FileKey) -> bool {
-        self.table.get(&key).is_some_and(|t| t.place == Place::Here && t.open.as_ref().is_some_and(|o| !o.deleted()))
+        self.table.view(&key).is_some_and(|t| t.place == Place::Here && t.open.is_some_and(|o| !o.deleted()))
     }
 
     /// Closes file `key`'s descriptor, keeping where reading resumes.
@@ -274,7 +275,7 @@ impl Source {
         // would hold 8 MiB of it, and reopening reads it again from the descriptor,
         // whose first bytes the fingerprint check has just matched.
         t.set_fingerprint(open.fingerprint);
-        if t.has_work() {
+        if (View { t, open: None }).has_work() {
             // Closed holding a record or a partial line: read it again from there.
             self.table.mark(key);
         } else {
@@ -285,7 +286,7 @@ impl Source {
 
     /// The open state of file `key`, if it is open.
     fn open_file(&mut self, key: FileKey) -> Option<&mut Tailed> {
-        self.table.get_mut(&key)?.open.as_deref_mut()
+        self.table.open_mut(&key)
     }
 
     /// Runs `f` on open file `key` with the correlator, the parse options and where
@@ -297,7 +298,7 @@ impl Source {
         f: impl FnOnce(&mut Tailed, &mut Correlator, &Options, &mut dyn FnMut(&Record<'_>)) -> R,
     ) -> Option<R> {
         let wait_node = self.waits_for_node(key);
-        let open = self.table.get_mut(&key)?.open.as_deref_mut()?;
+        let open = self.table.open_mut(&key)?;
         let mut router = self.enrich.file(open.route(wait_node));
         Some(f(open, &mut self.corr, &self.cfg.source.parse, &mut |r| router.route(r)))
     }
@@ -333,8 +334,7 @@ impl Source {
             self.parse_open(key, read).unwrap_or(Ok(ReadResult::default()))
         });
         self.buf = buf;
-        let Some(t) = self.table.get_mut(&key) else { return (0, None, false) };
-        let Some(open) = t.open.as_mut() else { return (0, None, false) };
+        let Some((t, Some(open))) = self.table.entry_mut(&key) else { return (0, None, false) };
         let after = open.stats();
         let m = &self.metrics;
         // Differences of counts that never go back (see `Tailed::stats`).
@@ -400,7 +400,10 @@ impl Source {
         // Records held for this node may go now.
         self.enrich.hold.unsettle();
         for k in self.table.open_keys() {
-            if let Some(open) = self.table.get_mut(&k).filter(|t| t.dir() == dir).and_then(|t| t.open.as_mut()) {
+            if self.table.get(&k).is_none_or(|t| t.dir() != dir) {
+                continue;
+            }
+            if let Some(open) = self.table.open_mut(&k) {
                 if open.node_unknown() {
                     open.set_node(Some(n));
                 }
@@ -416,7 +419,7 @@ impl Source {
         let (idle, partial) = (self.cfg.source.idle_flush, self.cfg.source.partial_line_timeout);
         let mut oldest = [None; GROUPS];
         for t in self.table.ready().filter(|t| t.has_work()) {
-            let g = &mut oldest[self.merge_group(t)];
+            let g = &mut oldest[self.merge_group(&t)];
             *g = Some(g.map_or(t.head(), |o: i64| o.min(t.head())));
         }
         for key in self.table.open_keys() {
@@ -447,9 +450,7 @@ impl Source {
             .into_iter()
             .filter(|k| !self.table.is_ready(k) && !self.enrich.hold.holds_file(k))
             .filter(|k| {
-                self.table
-                    .get(k)
-                    .is_some_and(|t| t.active.elapsed() >= after && t.open.as_ref().is_some_and(|o| o.is_clean()))
+                self.table.view(k).is_some_and(|t| t.active.elapsed() >= after && t.open.is_some_and(|o| o.is_clean()))
             })
             .filter(|k| self.closable(*k))
             .collect();

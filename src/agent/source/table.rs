@@ -4,11 +4,12 @@
 //! written, so the table keeps little per file ([`Tracked`]: identity, where reading
 //! resumes, the context there) and a descriptor for at most `max_open_files` of them
 //! ([`Tailed`]). Files are found by `(device, inode)`, and by a hash of their path for
-//! inotify's events. Work follows change: a file is looked at when it is in the
+//! inotify's events. An open file's [`Tailed`] lives beside the table, keyed like
+//! it, so an entry is 80 bytes whether open or not. Work follows change: a file is looked at when it is in the
 //! `ready` set (inotify said it changed, a stat poll saw it grow, it has more to read),
 //! and the stat poll sweeps the table a slice at a time.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,7 +50,7 @@ pub struct Tracked {
     /// Size at the last stat.
     pub size: u64,
     /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]:
-    /// its length fits 16 bits, which keeps an entry at 104 bytes).
+    /// its length fits 16 bits, which keeps an entry at 80 bytes).
     fp_hash: u64,
     fp_len: u16,
     /// Where reading resumes when the file is opened: the first byte not yet
@@ -60,9 +61,8 @@ pub struct Tracked {
     /// `i64::MIN`: none (see [`Tracked::last_time`]; an `Option` would take 8 bytes
     /// more in each of a million entries).
     last_time: i64,
-    /// The resume point came from a checkpoint and has not been checked against the
-    /// file's fingerprint yet (done when it is first opened).
-    pub unverified: bool,
+    /// [`UNVERIFIED`] and [`OPEN`].
+    flags: u8,
     /// Where the file stands in time while closed: the record it stopped at, else
     /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
     pub head: i64,
@@ -73,8 +73,13 @@ pub struct Tracked {
     pub listed: u16,
     /// Whether `rel` names it (see [`Place`]).
     pub place: Place,
-    pub open: Option<Box<Tailed>>,
 }
+
+/// The resume point came from a checkpoint and has not been checked against the
+/// file's fingerprint yet (done when it is first opened).
+const UNVERIFIED: u8 = 1;
+/// The file has a [`Tailed`] in the table's open files.
+const OPEN: u8 = 2;
 
 /// Where a tracked file is, as far as the reader knows.
 ///
@@ -107,13 +112,25 @@ impl Tracked {
             resume: 0,
             context: None,
             last_time: i64::MIN,
-            unverified: false,
+            flags: 0,
             head: i64::MIN,
             active: Tick::now(),
             listed,
             place: Place::Here,
-            open: None,
         }
+    }
+
+    pub fn unverified(&self) -> bool {
+        self.flags & UNVERIFIED != 0
+    }
+
+    pub fn set_unverified(&mut self, yes: bool) {
+        self.flags = if yes { self.flags | UNVERIFIED } else { self.flags & !UNVERIFIED };
+    }
+
+    /// Whether the file has a descriptor (its [`Tailed`] is [`Table::open_of`]).
+    pub fn is_open(&self) -> bool {
+        self.flags & OPEN != 0
     }
 
     /// Index of its logs dir in the source's dir list.
@@ -146,39 +163,57 @@ impl Tracked {
     pub fn restart(&mut self) {
         (self.resume, self.context, self.last_time, self.head) = (0, None, i64::MIN, i64::MIN);
     }
+}
 
+/// A tracked file with its open state, if it has one: what the reader asks about
+/// a file (how far it is read, whether it has work) depends on both.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub t: &'a Tracked,
+    pub open: Option<&'a Tailed>,
+}
+
+impl View<'_> {
     /// Bytes not yet read (for a closed file: since its resume point).
     pub fn behind(&self) -> u64 {
-        match &self.open {
-            Some(t) => t.behind(),
-            None => self.size.saturating_sub(self.resume),
+        match self.open {
+            Some(o) => o.behind(),
+            None => self.t.size.saturating_sub(self.t.resume),
         }
     }
 
     /// Where reading stands: the parser's offset if open, else the resume point.
     pub fn read_to(&self) -> u64 {
-        match &self.open {
-            Some(t) => t.parser.offset(),
-            None => self.resume,
+        match self.open {
+            Some(o) => o.parser.offset(),
+            None => self.t.resume,
         }
     }
 
     /// Whether reading may emit something: bytes not read yet, or a record the time
     /// limit kept back.
     pub fn has_work(&self) -> bool {
-        match &self.open {
-            Some(t) => t.has_work() || t.size < t.parser.offset() || t.size < t.fingerprint.len,
-            None => self.size != self.resume || self.size < self.fingerprint().len,
+        match self.open {
+            Some(o) => o.has_work() || o.size < o.parser.offset() || o.size < o.fingerprint.len,
+            None => self.t.size != self.t.resume || self.t.size < self.t.fingerprint().len,
         }
     }
 
     /// Where the file stands in time, for reading files in time order (see
     /// `Tailed::head`).
     pub fn head(&self) -> i64 {
-        match &self.open {
-            Some(t) => t.head(),
-            None => self.head,
+        match self.open {
+            Some(o) => o.head(),
+            None => self.t.head,
         }
+    }
+}
+
+impl std::ops::Deref for View<'_> {
+    type Target = Tracked;
+
+    fn deref(&self) -> &Tracked {
+        self.t
     }
 }
 
@@ -201,8 +236,8 @@ pub struct Table {
     /// catch-up cost 128 KiB, where a set of keys took 36 MiB).
     ready: Vec<u64>,
     ready_count: usize,
-    /// The files with a descriptor.
-    open: HashSet<FileKey>,
+    /// The open files' state (entries with [`OPEN`]).
+    open: HashMap<FileKey, Box<Tailed>>,
     hasher: std::hash::RandomState,
     /// How far the stat poll's pass over the slab got.
     sweep_at: usize,
@@ -257,8 +292,34 @@ impl Table {
         self.slot(key).map(|i| &mut self.slots[i as usize])
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &Tracked> {
-        self.slots.iter().filter(|t| t.dir != VACANT)
+    /// File `key` with its open state.
+    pub fn view(&self, key: &FileKey) -> Option<View<'_>> {
+        self.get(key).map(|t| self.view_of(t))
+    }
+
+    /// Entry `t` (of this table) with its open state.
+    pub fn view_of<'a>(&'a self, t: &'a Tracked) -> View<'a> {
+        let open = if t.is_open() { self.open.get(&t.key).map(|o| &**o) } else { None };
+        View { t, open }
+    }
+
+    /// The open state of file `key`, if it is open.
+    pub fn open_of(&self, key: &FileKey) -> Option<&Tailed> {
+        self.open.get(key).map(|o| &**o)
+    }
+
+    pub fn open_mut(&mut self, key: &FileKey) -> Option<&mut Tailed> {
+        self.open.get_mut(key).map(|o| &mut **o)
+    }
+
+    /// File `key` and its open state, both to change.
+    pub fn entry_mut(&mut self, key: &FileKey) -> Option<(&mut Tracked, Option<&mut Tailed>)> {
+        let i = self.slot(key)?;
+        Some((&mut self.slots[i as usize], self.open.get_mut(key).map(|o| &mut **o)))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = View<'_>> {
+        self.slots.iter().filter(|t| t.dir != VACANT).map(|t| self.view_of(t))
     }
 
     /// Path inside its logs dir of a tracked file.
@@ -283,10 +344,11 @@ impl Table {
         Some(self.slots[*i as usize].key)
     }
 
-    /// Adds a file (its `dir` and `name` say where it is now).
+    /// Adds a closed file (its `dir` and `name` say where it is now).
     pub fn insert(&mut self, t: Tracked) {
         debug_assert!(self.slot(&t.key).is_none(), "{:?} tracked twice", t.key);
-        let (key, open) = (t.key, t.open.is_some());
+        debug_assert!(!t.is_open());
+        let key = t.key;
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = t;
@@ -301,9 +363,6 @@ impl Table {
         let (slots, h) = (&self.slots, &self.hasher);
         self.by_key.insert_unique(key_hash(h, &key), i, rehash_key(h, slots));
         self.index_path(i);
-        if open {
-            self.open.insert(key);
-        }
     }
 
     /// Makes slot `i` the file at its path, in place of any other.
@@ -355,7 +414,7 @@ impl Table {
         self.index_path(i);
     }
 
-    /// Forgets a file.
+    /// Forgets a file (and drops its descriptor).
     pub fn remove(&mut self, key: FileKey) -> Option<Tracked> {
         let i = self.slot(&key)?;
         self.unindex_path(i);
@@ -423,14 +482,14 @@ impl Table {
     }
 
     /// The files in the next round, in slab order.
-    pub fn ready(&self) -> impl Iterator<Item = &Tracked> {
+    pub fn ready(&self) -> impl Iterator<Item = View<'_>> {
         self.ready.iter().enumerate().flat_map(move |(w, &bits)| {
             let mut bits = bits;
             std::iter::from_fn(move || {
                 (bits != 0).then(|| {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    &self.slots[w * 64 + b]
+                    self.view_of(&self.slots[w * 64 + b])
                 })
             })
         })
@@ -439,18 +498,21 @@ impl Table {
     /// Gives `key` its open state (or takes it away with `None`), keeping the count.
     pub fn set_open(&mut self, key: FileKey, open: Option<Box<Tailed>>) -> Option<Box<Tailed>> {
         let t = self.get_mut(&key)?;
-        let was = std::mem::replace(&mut t.open, open);
-        if t.open.is_some() {
-            self.open.insert(key);
-        } else {
-            self.open.remove(&key);
+        match open {
+            Some(o) => {
+                t.flags |= OPEN;
+                self.open.insert(key, o)
+            }
+            None => {
+                t.flags &= !OPEN;
+                self.open.remove(&key)
+            }
         }
-        was
     }
 
     /// The open files.
     pub fn open_keys(&self) -> Vec<FileKey> {
-        self.open.iter().copied().collect()
+        self.open.keys().copied().collect()
     }
 
     /// The next `n` files of the stat poll's sweep over the slab (from where it
@@ -501,7 +563,7 @@ impl Table {
         }
         let mut ready = vec![0u64; (n as usize).div_ceil(64)];
         for t in self.ready() {
-            let i = to[self.slot(&t.key).expect("a ready file is tracked") as usize] as usize;
+            let i = to[self.slot(&t.t.key).expect("a ready file is tracked") as usize] as usize;
             ready[i / 64] |= 1 << (i % 64);
         }
         self.ready = ready;

@@ -207,7 +207,7 @@ fn a_closed_file_reopens_where_it_stopped_even_renamed_meanwhile() {
     got.extend(settle(&mut rig));
     assert_eq!(got.len(), 3, "{got:?}");
     let key = rig.key_of(&file);
-    let ident = rig.source.table.get(&key).and_then(|t| t.open.as_ref()).and_then(|o| o.ident());
+    let ident = rig.source.table.open_of(&key).and_then(|o| o.ident());
     assert!(ident.is_some(), "the first line's hash is known once read");
     rig.source.close(key);
     assert_eq!(rig.source.table.open_count(), 0);
@@ -223,7 +223,7 @@ fn a_closed_file_reopens_where_it_stopped_even_renamed_meanwhile() {
     assert_eq!(got, ["line 3", "line 4"], "the old lines are not read again");
     let t = rig.source.table.get(&key).unwrap();
     assert_eq!(rig.source.table.rel(t), format!("{name}.1"), "the closed file was followed to its new name");
-    let reopened = t.open.as_ref().and_then(|o| o.ident());
+    let reopened = rig.source.table.open_of(&key).and_then(|o| o.ident());
     assert_eq!(reopened, ident, "same identity (document ids), hashed again from the reopened file");
 }
 
