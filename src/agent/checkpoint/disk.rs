@@ -182,22 +182,29 @@ fn read_journal(path: &Path) -> Result<(Vec<FileCheckpoint>, u64), CheckpointErr
 }
 
 /// Where each file's last line in a journal is, sorted by file: what a merge keeps
-/// in memory (24 bytes a file, deduplicated in place: a merge after a million-file
-/// catch-up holds hundreds of thousands) instead of the entries themselves. A line
-/// is read again, by position, when the merge writes it.
+/// in memory (16 bytes a file, deduplicated in place: a merge after a million-file
+/// catch-up holds hundreds of thousands, while the file table is at its largest)
+/// instead of the entries themselves. A line is read again, by position, when the
+/// merge writes it. A file is its inode and the index of its device among the
+/// journal's (one, nearly always), kept in the high bits beside the line's offset.
 struct JournalIndex {
     path: PathBuf,
     file: Option<File>,
-    /// `(key, offset)`; an offset of `u64::MAX` once written.
-    at: Vec<(FileKey, u64)>,
+    devs: Vec<u64>,
+    /// `(inode, device index << OFFSET_BITS | offset)`; an offset of [`WRITTEN`]
+    /// once written.
+    at: Vec<(u64, u64)>,
     line: Vec<u8>,
 }
+
+const OFFSET_BITS: u32 = 48;
+const WRITTEN: u64 = (1 << OFFSET_BITS) - 1;
 
 impl JournalIndex {
     /// Indexes the journal at `path` (none: empty). Torn lines are skipped, as
     /// [`read_journal`] does.
     fn read(path: &Path) -> Result<JournalIndex, CheckpointError> {
-        let mut index = JournalIndex { path: path.to_path_buf(), file: None, at: vec![], line: vec![] };
+        let mut index = JournalIndex { path: path.to_path_buf(), file: None, devs: vec![], at: vec![], line: vec![] };
         let f = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(index),
@@ -213,7 +220,12 @@ impl JournalIndex {
             }
             let text = index.line.strip_suffix(b"\n").unwrap_or(&index.line);
             if let Ok(e) = serde_json::from_slice::<Entry>(text) {
-                index.at.push((e.0.key, offset));
+                let dev = index.dev_index(e.0.key.dev);
+                if offset >= WRITTEN || dev >> (64 - OFFSET_BITS) != 0 {
+                    let message = "over 256 TiB, or files on over 65,535 devices".to_string();
+                    return Err(CheckpointError::Corrupt { path: path.display().to_string(), message });
+                }
+                index.at.push((e.0.key.ino, dev << OFFSET_BITS | offset));
             }
             offset += n as u64;
         }
@@ -224,7 +236,7 @@ impl JournalIndex {
         // takes (mid-catch-up, when the merge runs beside the full file table).
         index.at.sort_unstable();
         index.at.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
+            let same = later.0 == kept.0 && later.1 >> OFFSET_BITS == kept.1 >> OFFSET_BITS;
             if same {
                 *kept = *later;
             }
@@ -234,18 +246,29 @@ impl JournalIndex {
         Ok(index)
     }
 
+    /// The index of device `dev` in `devs` (added if new).
+    fn dev_index(&mut self, dev: u64) -> u64 {
+        let i = self.devs.iter().position(|&d| d == dev).unwrap_or_else(|| {
+            self.devs.push(dev);
+            self.devs.len() - 1
+        });
+        i as u64
+    }
+
     /// The journal's entry for `key`, if it has one not yet taken.
     fn take(&mut self, key: &FileKey) -> Result<Option<FileCheckpoint>, CheckpointError> {
-        let Ok(i) = self.at.binary_search_by_key(key, |e| e.0) else { return Ok(None) };
+        let Some(dev) = self.devs.iter().position(|&d| d == key.dev) else { return Ok(None) };
+        let want = (key.ino, dev as u64);
+        let Ok(i) = self.at.binary_search_by_key(&want, |e| (e.0, e.1 >> OFFSET_BITS)) else { return Ok(None) };
         self.entry(i)
     }
 
     fn entry(&mut self, i: usize) -> Result<Option<FileCheckpoint>, CheckpointError> {
-        let offset = self.at[i].1;
-        if offset == u64::MAX {
+        let offset = self.at[i].1 & WRITTEN;
+        if offset == WRITTEN {
             return Ok(None);
         }
-        self.at[i].1 = u64::MAX;
+        self.at[i].1 |= WRITTEN;
         self.read_line(offset)?;
         let corrupt = |m: String| CheckpointError::Corrupt { path: self.path.display().to_string(), message: m };
         let e: Entry = serde_json::from_slice(&self.line).map_err(|e| corrupt(e.to_string()))?;

@@ -292,10 +292,15 @@ fn a_finished_file_takes_under_64_bytes_on_disk() {
 fn a_merge_keeps_each_files_last_journal_line_in_and_out_of_the_snapshot() {
     let (dir, mut s) = merged_at_one("merge-index");
     // Files in the snapshot and new ones, each changed over several saves, with a
-    // torn line (a crash) between two of them.
+    // torn line (a crash) between two of them; and files of another device with the
+    // same inodes, changed in other rounds.
+    let other = |ino: u64, offset: u64| FileCheckpoint { key: FileKey { dev: 2, ino }, ..cp(ino, offset) };
     for round in 0..3u64 {
         for i in (0..40).chain(MERGED + 10..MERGED + 20) {
             s.update(cp(i, 10 + round * 7 + i % 3));
+        }
+        for i in (round..6).chain(MERGED + 12..MERGED + 14) {
+            s.update(other(i, 500 + round));
         }
         s.save().unwrap();
         if round == 1 {
@@ -306,6 +311,9 @@ fn a_merge_keeps_each_files_last_journal_line_in_and_out_of_the_snapshot() {
     }
     let before = load(&dir).unwrap();
     assert_eq!(before[&FileKey { dev: 1, ino: MERGED + 11 }].offset, 10 + 14 + (MERGED + 11) % 3);
+    assert_eq!(before[&FileKey { dev: 2, ino: 0 }].offset, 500);
+    assert_eq!(before[&FileKey { dev: 2, ino: 5 }].offset, 502);
+    assert_eq!(before[&FileKey { dev: 1, ino: 5 }].offset, 10 + 14 + 5 % 3);
     s.state.must_compact = true;
     s.save().unwrap();
     assert_eq!(files(&dir), ["checkpoints.json"], "merged into generation 2");
