@@ -336,7 +336,7 @@ def manyfiles(a):
               % (took or -1, again, proc.rss()))
         # The peak of a restart comes once the listing has tracked every file again
         # beside the checkpoints loaded.
-        while files_watched(api) < a.files and time.monotonic() - t1 < 300:
+        while files_watched(api) < a.files - (a.delete or 0) and time.monotonic() - t1 < 300:
             time.sleep(1)
         time.sleep(5)
         print("restart: all %d files tracked again %.1f s after the start; RSS %.1f MiB (peak %.1f)"
