@@ -296,7 +296,7 @@ impl JournalIndex {
         }
     }
 
-    /// Calls `f` with every entry not taken, in key order.
+    /// Calls `f` with every entry not taken, by inode (then device).
     fn rest(&mut self, mut f: impl FnMut(&FileCheckpoint)) -> Result<(), CheckpointError> {
         for i in 0..self.at.len() {
             if let Some(cp) = self.entry(i)? {
