@@ -40,7 +40,7 @@ pub(super) const QUIET: Duration = Duration::from_secs(600);
 /// How long a worker's only file must have been unwritten before its worker is
 /// kept out of the correlator (see the module docs): a margin for a Ray whose
 /// worker writes a marker before its core-worker log is made.
-pub(super) const ALONE_AFTER: Duration = Duration::from_secs(10);
+const ALONE_AFTER: Duration = Duration::from_secs(10);
 
 /// How often the table is looked through for quiet workers, when idle: a look
 /// costs a pass over the table, and a name's parse for each worker file not quiet
@@ -78,13 +78,17 @@ impl Source {
         gone
     }
 
-    /// Whether worker file `meta` of dir `dir` is its worker's only file (see the
-    /// module docs): a stdout or stderr file not rotated, and neither its other
-    /// stream, its rotation `.1` nor its worker's core-worker log is tracked.
-    pub(super) fn alone(&self, dir: u32, meta: &FileMeta) -> bool {
+    /// Whether worker file `meta` of dir `dir`, unwritten for `unwritten`, is its
+    /// worker's only file (see the module docs): [`ALONE_AFTER`] old, a stdout or
+    /// stderr file not rotated, and neither its other stream, its rotation `.1` nor
+    /// its worker's core-worker log is tracked.
+    pub(super) fn alone(&self, dir: u32, meta: &FileMeta, unwritten: Duration) -> bool {
         let (Some(w), Some(pid), Some(_), None) = (&meta.worker_id, meta.pid, meta.stream, meta.rotation) else {
             return false;
         };
+        if unwritten < ALONE_AFTER {
+            return false;
+        }
         let rel = meta.rel_path.as_str();
         let Some(other) = sibling_stream(rel) else { return false };
         let at = rel.rfind('/').map_or(0, |i| i + 1);
@@ -97,7 +101,7 @@ impl Source {
     /// file is its worker's only one and [`ALONE_AFTER`] old.
     pub(super) fn forget_if_alone(&mut self, dir: u32, open: &Tailed) {
         let Some(w) = open.meta.worker_key() else { return };
-        if open.quiet_for() >= ALONE_AFTER && self.alone(dir, &open.meta) {
+        if self.alone(dir, &open.meta, open.quiet_for()) {
             self.corr.forget_worker(&w);
         }
     }

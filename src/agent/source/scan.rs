@@ -53,7 +53,7 @@ impl Source {
         let mtime = f.metadata().ok().and_then(|md| md.modified().ok());
         // A worker's only file teaches nothing another file needs (see `quiet`).
         let unwritten = mtime.and_then(|m| m.elapsed().ok()).unwrap_or_default();
-        let teach = unwritten < super::quiet::ALONE_AFTER || !self.alone(dir, meta);
+        let teach = !self.alone(dir, meta, unwritten);
         let mut found = crate::prescan::Prescanned::default();
         let mut first = None;
         let limit = crate::prescan::prescan_limit(meta);
