@@ -311,11 +311,6 @@ impl Contexts {
         self.pool.insert(c.clone());
         Some(c)
     }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.pool.len()
-    }
 }
 
 #[cfg(test)]

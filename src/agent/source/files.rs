@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use raylog_parsers::{classify, Id};
 
+use super::contexts::ContextPool;
 use super::names::Name;
 use super::table::{Place, Tick, Tracked, View};
 use super::tail::Tailed;
 use super::{Dir, Source, SWEEP_WATCHED};
-use crate::agent::checkpoint::Contexts;
 use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
 use crate::discover::{logs_roots, not_tailed, LogsRoot};
@@ -100,7 +100,7 @@ impl Source {
         let found = self.track_found(new);
         let listing = self.listing;
         let unlisted: Vec<FileKey> =
-            self.table.values().filter(|t| t.listed != listing && whole[t.dir() as usize]).map(|t| t.key).collect();
+            self.table.values().filter(|t| t.listed != listing && whole[t.dir() as usize]).map(|t| t.key()).collect();
         for key in unlisted {
             self.unlisted(key);
         }
@@ -248,7 +248,8 @@ impl Source {
     /// it within the logs dir: rotation, `old/`).
     fn follow_move(&mut self, key: FileKey, d: u32, rel: &str, path: &Path) {
         let Some(t) = self.table.get_mut(&key) else { return };
-        let stray = std::mem::replace(&mut t.place, Place::Here) != Place::Here;
+        let stray = t.place() != Place::Here;
+        t.set_place(Place::Here);
         if stray {
             // It waited for this (it could not be opened by its old path, and what
             // was written meanwhile was reported under another name).
@@ -321,7 +322,7 @@ impl Source {
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
             if prescan {
                 let first = self.prescan(dir, &path, &meta);
-                if let Some(t) = self.table.get_mut(key).filter(|t| t.resume == 0 && t.head == i64::MIN) {
+                if let Some(t) = self.table.get_mut(key).filter(|t| t.resume() == 0 && t.head == i64::MIN) {
                     t.head = first.unwrap_or(i64::MIN);
                 }
             }
@@ -367,11 +368,11 @@ impl Source {
         if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
             // Ray's events: raylog answered 2xx for them; they are read whole.
         } else if self.cfg.source.start_at == StartAt::End && first && self.first_start {
-            t.resume = md.len();
+            t.set_resume(md.len());
         } else if let Some(max) = self.cfg.source.ignore_older {
             // Old and never read: skipped until it changes, then read whole.
             if md.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > max) {
-                t.resume = md.len();
+                t.set_resume(md.len());
                 t.set_unverified(true);
                 t.set_fingerprint(READ_WHOLE);
             }
@@ -409,7 +410,7 @@ impl Source {
             match std::fs::metadata(&path) {
                 Ok(md) if FileKey::of(&md) == key => {
                     let Some((t, open)) = self.table.entry_mut(&key) else { continue };
-                    if md.len() != t.size {
+                    if md.len() != t.size() {
                         changed(t, open, md.len());
                     }
                     // Ready by an event since the listing, and not prescanned: it is now.
@@ -448,7 +449,7 @@ impl Source {
                     if let Some(grew) = self.table.view(&key).map(|v| md.len() > v.read_to()) {
                         let Some((t, open)) = self.table.entry_mut(&key) else { continue };
                         changed(t, open, md.len());
-                        let stray = t.place != Place::Here;
+                        let stray = t.place() != Place::Here;
                         self.table.mark(key);
                         self.hot.push(key);
                         if known != Some(key) || stray {
@@ -506,7 +507,7 @@ impl Source {
     /// asked through its descriptor; a closed one through its path, after the
     /// listing that came with the same news put every file at its path.
     pub(super) fn stat_all(&mut self) {
-        let keys: Vec<FileKey> = self.table.values().map(|t| t.key).collect();
+        let keys: Vec<FileKey> = self.table.values().map(|t| t.key()).collect();
         for key in keys {
             let path = match self.table.get(&key) {
                 Some(t) if !t.is_open() => Some(self.path(t)),
@@ -548,7 +549,7 @@ impl Source {
             return;
         }
         let Some(t) = self.table.get(&key) else { return };
-        let (fp, here) = (t.fingerprint(), t.place == Place::Here);
+        let (fp, here) = (t.fingerprint(), t.place() == Place::Here);
         if fp.len == 0 || !here || fp == READ_WHOLE {
             return;
         }
@@ -559,8 +560,8 @@ impl Source {
             && Fingerprint::read_at(&f, fp.len).is_ok_and(|now| now == fp);
         if !same && f.metadata().is_ok_and(|md| FileKey::of(&md) == key) {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
+            self.table.restart(&key);
             let Some(t) = self.table.get_mut(&key) else { return };
-            t.restart();
             t.set_fingerprint(Fingerprint::default());
             self.table.mark(key);
         }
@@ -581,7 +582,7 @@ impl Source {
             match std::fs::metadata(&path) {
                 Ok(md) if FileKey::of(&md) == key => {
                     if let Some((t, open)) = self.table.entry_mut(&key) {
-                        if md.len() != t.size {
+                        if md.len() != t.size() {
                             changed(t, open, md.len());
                             self.table.mark(key);
                         }
@@ -601,8 +602,9 @@ const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Resumes `t` where its checkpoint says, to be checked against the file's first
 /// bytes when it is opened.
-fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, contexts: &mut Contexts) {
-    (t.resume, t.context) = (cp.offset, contexts.intern(cp.context));
+fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, contexts: &mut ContextPool) {
+    t.set_resume(cp.offset);
+    contexts.set(&mut t.ctx, cp.context);
     t.set_unverified(true);
     t.set_fingerprint(cp.fingerprint);
     t.set_last_time(cp.last_time_ns);
@@ -611,7 +613,7 @@ fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, co
 
 /// Notes a new size for a tracked file (and its open state, if open).
 fn changed(t: &mut Tracked, open: Option<&mut Tailed>, size: u64) {
-    t.size = size;
+    t.set_size(size);
     t.active = Tick::now();
     if let Some(open) = open {
         // What decides whether it has work (growth, or truncation below the offset).

@@ -42,8 +42,8 @@ impl Source {
             return;
         }
         let Some(t) = self.table.get_mut(&key) else { return };
-        if t.place == Place::Here {
-            t.place = Place::Unknown;
+        if t.place() == Place::Here {
+            t.set_place(Place::Unknown);
         }
         self.next_rescan = Instant::now();
     }
@@ -51,7 +51,7 @@ impl Source {
     /// A complete listing of its dir did not find file `key`.
     pub(super) fn unlisted(&mut self, key: FileKey) {
         let Some(t) = self.table.get(&key) else { return };
-        match t.place {
+        match t.place() {
             Place::Here => self.misplaced(key),
             Place::Unknown => self.departed(key),
             Place::Departed => {}
@@ -62,7 +62,7 @@ impl Source {
     /// through its descriptor first (see `read_file`), a closed one is forgotten now.
     fn departed(&mut self, key: FileKey) {
         let Some(t) = self.table.get_mut(&key) else { return };
-        t.place = Place::Departed;
+        t.set_place(Place::Departed);
         if t.is_open() {
             self.table.mark(key);
         } else {
@@ -77,7 +77,7 @@ impl Source {
         let path = self.path(&t);
         let lost = t.behind();
         if lost > 0 && t.open.is_none() {
-            self.lost(&path, lost, t.resume);
+            self.lost(&path, lost, t.resume());
         }
         let deleted = t.open.is_some_and(|o| o.deleted());
         if let Some(mut cp) = self.position(key) {
@@ -101,7 +101,7 @@ impl Source {
                     point.offset = o.parser.unemitted_offset();
                     point.context = SavedContext::from_parser(o.parser.context());
                 }
-                None => (point.offset, point.context) = (t.resume, t.context.clone()),
+                None => (point.offset, point.context) = (t.resume(), self.table.context_of(&t).cloned()),
             }
         }
         point

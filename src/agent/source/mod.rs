@@ -47,6 +47,8 @@
 //!   which this module cuts and sends with the checkpoints it advances.
 
 mod backlog;
+mod contexts;
+mod entry;
 mod files;
 mod gone;
 #[cfg(test)]
@@ -466,7 +468,7 @@ impl Source {
                 o.parser.context().last_timestamp.map(|t| t.0),
                 o.fingerprint,
             ),
-            None => (t.resume, t.context.clone(), t.last_time(), t.fingerprint()),
+            None => (t.resume(), self.table.context_of(&t).cloned(), t.last_time(), t.fingerprint()),
         };
         if let Some(h) = self.enrich.hold.min_offset(&key) {
             offset = offset.min(h);

@@ -411,11 +411,11 @@ impl Model {
             let o = t.open.map(|o| (o.parser.offset(), o.parser.unemitted_offset(), o.size, o.fingerprint));
             eprintln!(
                 "table {:?} {} {:?} open {o:?} resume {} size {} fp {:?}",
-                t.key,
+                t.key(),
                 self.rig.source.table.rel(&t),
-                t.place,
-                t.resume,
-                t.size,
+                t.place(),
+                t.resume(),
+                t.size(),
                 t.fingerprint()
             );
         }

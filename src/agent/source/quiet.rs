@@ -115,7 +115,7 @@ impl Source {
         }
         let Some(w) = meta.worker_key() else { return };
         let Some(prev) = self.table.by_path(dir, &format!("{}.1", meta.rel_path)) else { return };
-        if let Some(c) = self.table.get(&prev).and_then(|t| t.context.as_deref()) {
+        if let Some(c) = self.table.get(&prev).and_then(|t| self.table.context_of(t)).map(|c| &**c) {
             self.corr.recall_worker(&w, c.job_id.as_deref(), c.actor_name.as_deref());
         }
     }
@@ -142,5 +142,5 @@ fn sibling_stream(rel: &str) -> Option<String> {
 /// Whether a file is read to its end, closed, where it was, and unchanged for
 /// `quiet_for`.
 fn quiet(t: View<'_>, quiet_for: Duration) -> bool {
-    t.open.is_none() && !t.has_work() && !t.unverified() && t.place == Place::Here && t.active.elapsed() >= quiet_for
+    t.open.is_none() && !t.has_work() && !t.unverified() && t.place() == Place::Here && t.active.elapsed() >= quiet_for
 }

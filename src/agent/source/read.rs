@@ -55,12 +55,12 @@ impl Source {
         let mut idle = vec![];
         for t in self.table.ready() {
             let g = self.merge_group(&t);
-            if !t.has_work() && t.place != Place::Departed {
-                idle.push(t.key);
+            if !t.has_work() && t.place() != Place::Departed {
+                idle.push(t.key());
             } else if let Some(open) = t.open {
-                order.push((t.head(), t.key, g, open.parser.blocked().is_some()));
+                order.push((t.head(), t.key(), g, open.parser.blocked().is_some()));
             } else {
-                oldest[g].push((t.head(), t.key));
+                oldest[g].push((t.head(), t.key()));
                 if oldest[g].len() > ROUND_FILES {
                     oldest[g].pop();
                 }
@@ -126,7 +126,7 @@ impl Source {
         if t.is_open() {
             return Opened::Yes;
         }
-        if t.place != Place::Here {
+        if t.place() != Place::Here {
             // Its path names another file now, or none: a listing will find it.
             self.table.unmark(&key);
             return Opened::Never;
@@ -180,13 +180,13 @@ impl Source {
         let mut meta = classify(&rel, d.session.as_deref());
         meta.path = Some(path.to_string_lossy().into_owned());
         let meta = Arc::new(meta);
-        if let (Some(w), Some(c)) = (meta.worker_key(), t.context.as_deref()) {
+        if let (Some(w), Some(c)) = (meta.worker_key(), self.table.context_of(t).map(|c| &**c)) {
             // Its worker may have been forgotten (`quiet`) or never prescanned (a restart).
             self.corr.recall_worker(&w, c.job_id.as_deref(), c.actor_name.as_deref());
         }
-        let ctx = SavedContext::to_parser(t.context.as_deref(), t.last_time());
+        let ctx = SavedContext::to_parser(self.table.context_of(t).map(|c| &**c), t.last_time());
         let expect = (t.unverified() || t.fingerprint().len > 0).then_some(t.fingerprint());
-        let (dir, node, resume, fresh) = (t.dir(), d.node, t.resume, t.context.is_none());
+        let (dir, node, resume, fresh) = (t.dir(), d.node, t.resume(), t.ctx.is_none());
         if fresh {
             self.recall_sibling(dir, &meta);
         }
@@ -201,7 +201,7 @@ impl Source {
             tailed.parser.set_time_hint(self.time_hint(&tailed));
         }
         let t = self.table.get_mut(&key).expect("checked by the caller");
-        t.size = tailed.size;
+        t.set_size(tailed.size);
         t.set_unverified(false);
         t.set_fingerprint(tailed.fingerprint);
         self.table.set_open(key, Some(Box::new(tailed)));
@@ -238,7 +238,7 @@ impl Source {
                 .into_iter()
                 .filter(|k| *k != keep)
                 .filter_map(|k| {
-                    let t = self.table.view(&k).filter(|t| t.place == Place::Here)?;
+                    let t = self.table.view(&k).filter(|t| t.place() == Place::Here)?;
                     let busy = !t.open.is_some_and(|o| o.is_clean()) || self.enrich.hold.holds_file(&k);
                     Some((busy, t.active, k))
                 })
@@ -257,20 +257,19 @@ impl Source {
     /// it, as that is how it is opened again. One that is deleted or renamed away is
     /// read to its end through its descriptor first.
     pub(super) fn closable(&self, key: FileKey) -> bool {
-        self.table.view(&key).is_some_and(|t| t.place == Place::Here && t.open.is_some_and(|o| !o.deleted()))
+        self.table.view(&key).is_some_and(|t| t.place() == Place::Here && t.open.is_some_and(|o| !o.deleted()))
     }
 
     /// Closes file `key`'s descriptor, keeping where reading resumes.
     pub(super) fn close(&mut self, key: FileKey) {
         let Some(open) = self.table.set_open(key, None) else { return };
         let ctx = open.parser.context();
-        let shared = self.table.contexts.intern(SavedContext::from_parser(ctx));
+        self.table.set_context(&key, SavedContext::from_parser(ctx));
         let Some(t) = self.table.get_mut(&key) else { return };
-        t.resume = open.parser.unemitted_offset();
-        t.context = shared;
+        t.set_resume(open.parser.unemitted_offset());
         t.set_last_time(ctx.last_timestamp.map(|t| t.0));
         t.head = open.head();
-        t.size = open.size;
+        t.set_size(open.size);
         // The first line's hash (document ids) is not kept: a million closed files
         // would hold 8 MiB of it, and reopening reads it again from the descriptor,
         // whose first bytes the fingerprint check has just matched.
@@ -355,7 +354,7 @@ impl Source {
         };
         let (blocked, clean) = (open.parser.blocked(), open.is_clean());
         // Missing from its path and read to its end: no name left means deleted.
-        let deleted = r.at_eof && t.place == Place::Unknown && open.deleted();
+        let deleted = r.at_eof && t.place() == Place::Unknown && open.deleted();
         let raylet_unknown = open.meta.component == "raylet" && open.node_unknown() && r.bytes > 0;
         let near_start = open.parser.offset().saturating_sub(r.bytes) < RAYLET_NODE_SCAN;
         if r.bytes > 0 || r.truncated {
@@ -366,9 +365,9 @@ impl Source {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
         }
         if deleted {
-            t.place = Place::Departed;
+            t.set_place(Place::Departed);
         }
-        let departed = t.place == Place::Departed;
+        let departed = t.place() == Place::Departed;
         if raylet_unknown && near_start {
             // A new session's raylet has started writing: look for its node id.
             self.learn_node(key, &path);

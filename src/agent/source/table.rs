@@ -5,7 +5,7 @@
 //! resumes, the context there) and a descriptor for at most `max_open_files` of them
 //! ([`Tailed`]). Files are found by `(device, inode)`, and by a hash of their path for
 //! inotify's events. An open file's [`Tailed`] lives beside the table, keyed like
-//! it, so an entry is 80 bytes whether open or not. Work follows change: a file is
+//! it, so an entry is 64 bytes whether open or not ([`super::entry`]). Work follows change: a file is
 //! looked at when it is in the `ready` set (inotify said it changed, a stat poll saw
 //! it grow, it has more to read), and the stat poll sweeps the table a slice at a
 //! time.
@@ -13,210 +13,15 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::time::Instant;
 
 use hashbrown::HashTable;
 
+use super::contexts::ContextPool;
+use super::entry::VACANT;
+pub use super::entry::{Place, Tick, Tracked, View, MAX_DIRS};
 use super::names::{Name, Names};
 use super::tail::Tailed;
-use crate::agent::checkpoint::{Contexts, FileKey, Fingerprint, SavedContext, FINGERPRINT_MAX};
-
-/// A coarse clock: tenths of a second since the agent started (13 years fit).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Tick(u32);
-
-impl Tick {
-    fn start() -> Instant {
-        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        *START.get_or_init(Instant::now)
-    }
-
-    pub fn now() -> Tick {
-        Tick((Tick::start().elapsed().as_millis() / 100).min(u32::MAX as u128) as u32)
-    }
-
-    /// Time since this tick (to a tenth of a second).
-    pub fn elapsed(self) -> std::time::Duration {
-        std::time::Duration::from_millis(100 * Tick::now().0.saturating_sub(self.0) as u64)
-    }
-}
-
-/// One tracked file.
-pub struct Tracked {
-    pub key: FileKey,
-    /// Index of its logs dir in the source's dir list (see [`Tracked::dir`]).
-    dir: u16,
-    /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`].
-    pub name: Name,
-    /// Size at the last stat.
-    pub size: u64,
-    /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]:
-    /// its length fits 16 bits, which keeps an entry at 80 bytes).
-    fp_hash: u64,
-    fp_len: u16,
-    /// Where reading resumes when the file is opened: the first byte not yet
-    /// emitted, the parser context there, and the last time a record there had.
-    pub resume: u64,
-    /// Shared with the files that ended in the same context ([`Contexts`]).
-    pub context: Option<Arc<SavedContext>>,
-    /// `i64::MIN`: none (see [`Tracked::last_time`]; an `Option` would take 8 bytes
-    /// more in each of a million entries).
-    last_time: i64,
-    /// [`UNVERIFIED`] and [`OPEN`].
-    flags: u8,
-    /// Where the file stands in time while closed: the record it stopped at, else
-    /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
-    pub head: i64,
-    /// When data last arrived, or the file was last found changed ([`Tick`]: a
-    /// 16-byte `Instant` in each of 100,000 entries would cost 1 MiB more).
-    pub active: Tick,
-    /// The number of the last dir listing that saw it (see `Source::rescan`).
-    pub listed: u16,
-    /// Whether `rel` names it (see [`Place`]).
-    pub place: Place,
-}
-
-/// The resume point came from a checkpoint and has not been checked against the
-/// file's fingerprint yet (done when it is first opened).
-const UNVERIFIED: u8 = 1;
-/// The file has a [`Tailed`] in the table's open files.
-const OPEN: u8 = 2;
-
-/// Where a tracked file is, as far as the reader knows.
-///
-/// A file is forgotten only on proof that it left: its descriptor says it has no
-/// name left (deleted), or a complete listing missed a file already `Unknown`. A
-/// path that names another file proves nothing: rotation renames every file of a
-/// family, and inotify reports the two halves of a rename in separate batches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Place {
-    /// At `rel`.
-    Here,
-    /// Not at `rel` any more (renamed, or deleted): the next listing looks for it by
-    /// inode. Not closed meanwhile, as it cannot be reopened by its path.
-    Unknown,
-    /// Deleted, or in no logs dir: read to its end if open, then forgotten.
-    Departed,
-}
-
-impl Tracked {
-    /// A closed file at `name` of dir `dir`, read from its start.
-    pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u16) -> Tracked {
-        debug_assert!(dir <= MAX_DIRS || dir == VACANT as u32);
-        Tracked {
-            key,
-            dir: dir as u16,
-            name,
-            size,
-            fp_hash: 0,
-            fp_len: 0,
-            resume: 0,
-            context: None,
-            last_time: i64::MIN,
-            flags: 0,
-            head: i64::MIN,
-            active: Tick::now(),
-            listed,
-            place: Place::Here,
-        }
-    }
-
-    pub fn unverified(&self) -> bool {
-        self.flags & UNVERIFIED != 0
-    }
-
-    pub fn set_unverified(&mut self, yes: bool) {
-        self.flags = if yes { self.flags | UNVERIFIED } else { self.flags & !UNVERIFIED };
-    }
-
-    /// Whether the file has a descriptor (its [`Tailed`] is [`Table::open_of`]).
-    pub fn is_open(&self) -> bool {
-        self.flags & OPEN != 0
-    }
-
-    /// Index of its logs dir in the source's dir list.
-    pub fn dir(&self) -> u32 {
-        self.dir as u32
-    }
-
-    pub fn fingerprint(&self) -> Fingerprint {
-        let len = if self.fp_len == u16::MAX { u64::MAX } else { self.fp_len as u64 };
-        Fingerprint { len, hash: self.fp_hash }
-    }
-
-    pub fn set_fingerprint(&mut self, fp: Fingerprint) {
-        // A length no real fingerprint has (a damaged checkpoint) stays one: it
-        // will not match the file, which is then read from its start.
-        self.fp_len = if fp.len == u64::MAX { u16::MAX } else { fp.len.min(FINGERPRINT_MAX + 1) as u16 };
-        self.fp_hash = fp.hash;
-    }
-
-    /// The time of the last record before `resume` that had one of its own.
-    pub fn last_time(&self) -> Option<i64> {
-        (self.last_time != i64::MIN).then_some(self.last_time)
-    }
-
-    pub fn set_last_time(&mut self, t: Option<i64>) {
-        self.last_time = t.unwrap_or(i64::MIN);
-    }
-
-    /// Reading starts over from the file's start (it was truncated or replaced).
-    pub fn restart(&mut self) {
-        (self.resume, self.context, self.last_time, self.head) = (0, None, i64::MIN, i64::MIN);
-    }
-}
-
-/// A tracked file with its open state, if it has one: what the reader asks about
-/// a file (how far it is read, whether it has work) depends on both.
-#[derive(Clone, Copy)]
-pub struct View<'a> {
-    pub t: &'a Tracked,
-    pub open: Option<&'a Tailed>,
-}
-
-impl View<'_> {
-    /// Bytes not yet read (for a closed file: since its resume point).
-    pub fn behind(&self) -> u64 {
-        match self.open {
-            Some(o) => o.behind(),
-            None => self.t.size.saturating_sub(self.t.resume),
-        }
-    }
-
-    /// Where reading stands: the parser's offset if open, else the resume point.
-    pub fn read_to(&self) -> u64 {
-        match self.open {
-            Some(o) => o.parser.offset(),
-            None => self.t.resume,
-        }
-    }
-
-    /// Whether reading may emit something: bytes not read yet, or a record the time
-    /// limit kept back.
-    pub fn has_work(&self) -> bool {
-        match self.open {
-            Some(o) => o.has_work() || o.size < o.parser.offset() || o.size < o.fingerprint.len,
-            None => self.t.size != self.t.resume || self.t.size < self.t.fingerprint().len,
-        }
-    }
-
-    /// Where the file stands in time, for reading files in time order (see
-    /// `Tailed::head`).
-    pub fn head(&self) -> i64 {
-        match self.open {
-            Some(o) => o.head(),
-            None => self.t.head,
-        }
-    }
-}
-
-impl std::ops::Deref for View<'_> {
-    type Target = Tracked;
-
-    fn deref(&self) -> &Tracked {
-        self.t
-    }
-}
+use crate::agent::checkpoint::{FileKey, SavedContext};
 
 /// All tracked files: a slab of entries, found by key and by path through indices
 /// of slab positions (no key or path is stored twice).
@@ -232,7 +37,7 @@ pub struct Table {
     /// in its place): the index keeps the later one, as inotify's paths mean it.
     by_path: HashTable<u32>,
     pub names: Names,
-    pub contexts: Contexts,
+    pub contexts: ContextPool,
     /// Files to look at in the next round: a bit per slot (a million files in a
     /// catch-up cost 128 KiB, where a set of keys took 36 MiB).
     ready: Vec<u64>,
@@ -244,12 +49,6 @@ pub struct Table {
     sweep_at: usize,
 }
 
-/// A vacant slot's `dir` (no logs dir has this index).
-const VACANT: u16 = u16::MAX;
-
-/// The most logs dirs (sessions) followed: their index is 16 bits in each entry.
-pub const MAX_DIRS: u32 = u16::MAX as u32 - 1;
-
 fn key_hash(h: &std::hash::RandomState, key: &FileKey) -> u64 {
     h.hash_one(key)
 }
@@ -260,7 +59,7 @@ fn path_hash(h: &std::hash::RandomState, dir: u32, raw: &[u8]) -> u64 {
 
 /// The hash of slot `j`'s key, for the key index to grow by.
 fn rehash_key<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked]) -> impl Fn(&u32) -> u64 + 'a {
-    move |&j| key_hash(h, &slots[j as usize].key)
+    move |&j| key_hash(h, &slots[j as usize].key())
 }
 
 /// The hash of slot `j`'s path, for the path index to grow by.
@@ -282,7 +81,7 @@ impl Table {
 
     fn slot(&self, key: &FileKey) -> Option<u32> {
         let slots = &self.slots;
-        self.by_key.find(key_hash(&self.hasher, key), |&i| slots[i as usize].key == *key).copied()
+        self.by_key.find(key_hash(&self.hasher, key), |&i| slots[i as usize].is(key)).copied()
     }
 
     pub fn get(&self, key: &FileKey) -> Option<&Tracked> {
@@ -300,7 +99,7 @@ impl Table {
 
     /// Entry `t` (of this table) with its open state.
     pub fn view_of<'a>(&'a self, t: &'a Tracked) -> View<'a> {
-        let open = if t.is_open() { self.open.get(&t.key).map(|o| &**o) } else { None };
+        let open = if t.is_open() { self.open.get(&t.key()).map(|o| &**o) } else { None };
         View { t, open }
     }
 
@@ -320,7 +119,29 @@ impl Table {
     }
 
     pub fn values(&self) -> impl Iterator<Item = View<'_>> {
-        self.slots.iter().filter(|t| t.dir != VACANT).map(|t| self.view_of(t))
+        self.slots.iter().filter(|t| !t.vacant()).map(|t| self.view_of(t))
+    }
+
+    /// The parser context file `t` resumes in.
+    pub fn context_of(&self, t: &Tracked) -> Option<&Arc<SavedContext>> {
+        self.contexts.get(t.ctx)
+    }
+
+    /// Gives file `key` the context `c` to resume in.
+    pub fn set_context(&mut self, key: &FileKey, c: Option<Arc<SavedContext>>) {
+        if let Some(i) = self.slot(key) {
+            self.contexts.set(&mut self.slots[i as usize].ctx, c);
+        }
+    }
+
+    /// Reading file `key` starts over from its start (it was truncated or replaced).
+    pub fn restart(&mut self, key: &FileKey) {
+        self.set_context(key, None);
+        if let Some(t) = self.get_mut(key) {
+            t.set_resume(0);
+            t.set_last_time(None);
+            t.head = i64::MIN;
+        }
     }
 
     /// Path inside its logs dir of a tracked file.
@@ -342,14 +163,14 @@ impl Table {
             let t = &slots[i as usize];
             t.dir() == dir && names.raw(t.name) == raw.as_slice()
         })?;
-        Some(self.slots[*i as usize].key)
+        Some(self.slots[*i as usize].key())
     }
 
     /// Adds a closed file (its `dir` and `name` say where it is now).
     pub fn insert(&mut self, t: Tracked) {
-        debug_assert!(self.slot(&t.key).is_none(), "{:?} tracked twice", t.key);
+        let key = t.key();
+        debug_assert!(self.slot(&key).is_none(), "{key:?} tracked twice");
         debug_assert!(!t.is_open());
-        let key = t.key;
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = t;
@@ -410,7 +231,7 @@ impl Table {
         self.unindex_path(i);
         let t = &mut self.slots[i as usize];
         let old = std::mem::replace(&mut t.name, name);
-        t.dir = dir as u16;
+        t.set_dir(dir);
         self.names.free(old);
         self.index_path(i);
     }
@@ -425,8 +246,9 @@ impl Table {
         }
         self.unmark_slot(i);
         self.open.remove(&key);
-        let t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT as u32, Name::NONE, 0, 0));
+        let mut t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT as u32, Name::NONE, 0, 0));
         self.names.free(t.name);
+        self.contexts.release(std::mem::replace(&mut t.ctx, super::contexts::Ctx::NONE));
         self.free.push(i);
         self.len -= 1;
         Some(t)
@@ -501,11 +323,11 @@ impl Table {
         let t = self.get_mut(&key)?;
         match open {
             Some(o) => {
-                t.flags |= OPEN;
+                t.set_open(true);
                 self.open.insert(key, o)
             }
             None => {
-                t.flags &= !OPEN;
+                t.set_open(false);
                 self.open.remove(&key)
             }
         }
@@ -526,8 +348,8 @@ impl Table {
         let mut keys = Vec::with_capacity(n.min(self.len));
         while keys.len() < n && self.sweep_at < self.slots.len() {
             let t = &self.slots[self.sweep_at];
-            if t.dir != VACANT {
-                keys.push(t.key);
+            if !t.vacant() {
+                keys.push(t.key());
             }
             self.sweep_at += 1;
         }
@@ -545,8 +367,8 @@ impl Table {
         if sparse {
             self.pack();
         }
-        let moved = self.names.compact(self.slots.iter().filter(|t| t.dir != VACANT).map(|t| t.name));
-        for (t, n) in self.slots.iter_mut().filter(|t| t.dir != VACANT).zip(moved) {
+        let moved = self.names.compact(self.slots.iter().filter(|t| !t.vacant()).map(|t| t.name));
+        for (t, n) in self.slots.iter_mut().filter(|t| !t.vacant()).zip(moved) {
             t.name = n;
         }
     }
@@ -557,18 +379,18 @@ impl Table {
         let mut to = vec![u32::MAX; self.slots.len()];
         let mut n = 0;
         for (i, t) in self.slots.iter().enumerate() {
-            if t.dir != VACANT {
+            if !t.vacant() {
                 to[i] = n;
                 n += 1;
             }
         }
         let mut ready = vec![0u64; (n as usize).div_ceil(64)];
         for t in self.ready() {
-            let i = to[self.slot(&t.t.key).expect("a ready file is tracked") as usize] as usize;
+            let i = to[self.slot(&t.t.key()).expect("a ready file is tracked") as usize] as usize;
             ready[i / 64] |= 1 << (i % 64);
         }
         self.ready = ready;
-        self.slots.retain(|t| t.dir != VACANT);
+        self.slots.retain(|t| !t.vacant());
         self.slots.shrink_to_fit();
         (self.free, self.sweep_at) = (vec![], 0);
         for i in self.by_key.iter_mut().chain(self.by_path.iter_mut()) {

@@ -2,6 +2,7 @@
 //! renames, removals and the repacking that gives memory back.
 
 use super::*;
+use crate::agent::checkpoint::{Fingerprint, FINGERPRINT_MAX};
 
 fn key(i: u64) -> FileKey {
     FileKey { dev: 7, ino: 1000 + i }
@@ -22,7 +23,7 @@ fn check(t: &Table, live: &[u64]) {
     assert_eq!(t.values().count(), live.len());
     for &i in live {
         let e = t.get(&key(i)).unwrap_or_else(|| panic!("file {i} not found by key"));
-        assert_eq!((t.rel(e), e.size), (name(i), i));
+        assert_eq!((t.rel(e), e.size()), (name(i), i));
         assert_eq!(t.by_path(0, &name(i)), Some(key(i)), "file {i} not found by path");
     }
 }
@@ -49,7 +50,7 @@ fn a_slab_survives_inserts_removals_and_repacking() {
     assert_eq!(t.ready_len(), ready.len(), "marking twice counts once");
     let (slots, arena) = (t.slots.capacity(), t.names.capacity());
     t.maintain();
-    let mut after: Vec<FileKey> = t.ready().map(|e| e.key).collect();
+    let mut after: Vec<FileKey> = t.ready().map(|e| e.key()).collect();
     after.sort();
     assert_eq!((after, t.ready_len()), (ready.clone(), ready.len()), "the round's files moved with their slots");
     for k in &ready {
@@ -65,7 +66,7 @@ fn a_slab_survives_inserts_removals_and_repacking() {
         add(&mut t, i);
     }
     t.mark(key(30_005));
-    assert_eq!(t.ready().map(|e| e.key).collect::<Vec<_>>(), [key(30_005)]);
+    assert_eq!(t.ready().map(|e| e.key()).collect::<Vec<_>>(), [key(30_005)]);
     t.remove(key(30_005));
     assert_eq!(t.ready_len(), 0, "a file forgotten leaves the round");
     add(&mut t, 30_005);
@@ -99,42 +100,86 @@ fn a_path_names_the_file_last_seen_there() {
 
 #[test]
 fn sentinels_read_back_as_options() {
-    let mut e = Tracked::new(key(1), 0, Name::NONE, 0, 0);
+    let mut t = Table::default();
+    add(&mut t, 1);
+    t.set_context(&key(1), ctx("01000000", "A"));
+    let e = t.get_mut(&key(1)).unwrap();
     assert_eq!(e.last_time(), None);
     e.set_last_time(Some(-5));
     assert_eq!(e.last_time(), Some(-5));
-    e.resume = 9;
-    e.restart();
-    assert_eq!((e.last_time(), e.resume, e.head), (None, 0, i64::MIN));
+    e.set_resume(9);
+    e.head = 3;
+    t.restart(&key(1));
+    let e = t.get(&key(1)).unwrap();
+    assert_eq!((e.last_time(), e.resume(), e.head), (None, 0, i64::MIN));
+    assert!(t.context_of(e).is_none());
+    assert_eq!(t.contexts.len(), 0, "a restart lets go of the context");
+}
+
+/// The packed fields read back what was written, at their limits too.
+#[test]
+fn packed_fields_read_back() {
+    let big = FileKey { dev: u64::MAX - 3, ino: u64::MAX - 1 };
+    let mut e = Tracked::new(big, 5, Name::NONE, (1 << 48) - 1, 9);
+    assert_eq!((e.key(), e.size(), e.dir(), e.listed), (big, (1 << 48) - 1, 5, 9));
+    assert!(e.is(&big) && !e.is(&FileKey { dev: 7, ino: big.ino }));
+    e.set_size(1 << 50);
+    assert_eq!(e.size(), (1 << 48) - 1, "sizes past 256 TiB are held at the limit");
+    for (fp, unverified, place) in [(FINGERPRINT_MAX + 1, true, Place::Departed), (0, false, Place::Unknown)] {
+        e.set_resume(fp * 1_000_003);
+        e.set_fingerprint(Fingerprint { len: fp, hash: 77 });
+        e.set_unverified(unverified);
+        e.set_place(place);
+        e.set_open(!unverified);
+        assert_eq!(e.fingerprint(), Fingerprint { len: fp, hash: 77 });
+        assert_eq!(
+            (e.unverified(), e.place(), e.is_open(), e.resume()),
+            (unverified, place, !unverified, fp * 1_000_003)
+        );
+    }
+    e.set_fingerprint(Fingerprint { len: u64::MAX, hash: 1 });
+    assert_eq!(e.fingerprint().len, u64::MAX, "a damaged checkpoint's length stays one");
+    assert_eq!((e.place(), e.is_open(), e.unverified()), (Place::Unknown, true, false));
 }
 
 #[test]
 fn an_entry_stays_small() {
     // What a million tracked files cost before their names and the two indices.
-    assert_eq!(std::mem::size_of::<Tracked>(), 80);
+    assert_eq!(std::mem::size_of::<Tracked>(), 64);
 }
 
 fn ctx(job: &str, actor: &str) -> Option<Arc<SavedContext>> {
     Some(Arc::new(SavedContext { job_id: Some(job.into()), actor_name: Some(actor.into()), ..Default::default() }))
 }
 
-/// Files that end in the same context hold one copy of it; contexts no file holds
-/// any more leave the pool, so a node's stream of tasks cannot grow it forever.
+/// Files that end in the same context hold one copy of it; a context no file
+/// holds any more leaves the pool at once, so a node's stream of tasks cannot
+/// grow it.
 #[test]
-fn contexts_are_shared_and_swept() {
-    let mut c = Contexts::default();
-    let held: Vec<_> = (0..10_000).map(|i| c.intern(ctx("01000000", if i % 2 == 0 { "A" } else { "B" }))).collect();
-    assert_eq!(c.len(), 2);
-    assert!(Arc::ptr_eq(held[0].as_ref().unwrap(), held[2].as_ref().unwrap()));
-    assert!(!Arc::ptr_eq(held[0].as_ref().unwrap(), held[1].as_ref().unwrap()));
-    assert_eq!(held[1].as_deref(), ctx("01000000", "B").as_deref());
-    assert_eq!(c.intern(None), None);
-    // 100,000 distinct contexts, each dropped at once (a task's id, a file forgotten).
-    for i in 0..100_000 {
-        drop(c.intern(ctx(&format!("{i:08x}"), "C")));
+fn contexts_are_shared_and_released() {
+    let mut t = Table::default();
+    for i in 0..10_000 {
+        add(&mut t, i);
+        t.set_context(&key(i), ctx("01000000", if i % 2 == 0 { "A" } else { "B" }));
     }
-    assert!(c.len() <= 2 * 64 + 2, "the pool kept {} contexts nobody holds", c.len());
-    // The ones still held survived every sweep and are shared still.
-    let again = c.intern(ctx("01000000", "A"));
-    assert!(Arc::ptr_eq(held[0].as_ref().unwrap(), again.as_ref().unwrap()));
+    assert_eq!(t.contexts.len(), 2);
+    let of = |t: &Table, i| t.context_of(t.get(&key(i)).unwrap()).cloned();
+    assert!(Arc::ptr_eq(&of(&t, 0).unwrap(), &of(&t, 2).unwrap()));
+    assert!(!Arc::ptr_eq(&of(&t, 0).unwrap(), &of(&t, 1).unwrap()));
+    assert_eq!(of(&t, 1).as_deref(), ctx("01000000", "B").as_deref());
+    // 100,000 distinct contexts in turn (a task's id), each replacing the last.
+    for i in 0..100_000 {
+        t.set_context(&key(4), ctx(&format!("{i:08x}"), "C"));
+    }
+    assert_eq!(t.contexts.len(), 3, "the pool kept contexts nobody holds");
+    t.set_context(&key(4), None);
+    assert_eq!(t.contexts.len(), 2);
+    // Forgetting every file that held B lets B go; A is still shared.
+    for i in (1..10_000).step_by(2) {
+        t.remove(key(i));
+    }
+    assert_eq!(t.contexts.len(), 1);
+    t.set_context(&key(4), ctx("01000000", "A"));
+    assert!(Arc::ptr_eq(&of(&t, 0).unwrap(), &of(&t, 4).unwrap()));
+    assert!(t.get(&key(1)).is_none());
 }

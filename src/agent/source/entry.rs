@@ -1,0 +1,317 @@
+//! One tracked file's entry, in 64 bytes.
+//!
+//! A node with a million finished workers keeps a million of these, so every
+//! byte is a megabyte: the device is a 2-byte index into a process-wide list of
+//! the few devices seen ([`device_index`]), the parser context a 4-byte
+//! reference into the table's pool ([`Ctx`]), sizes and offsets 48 bits (256
+//! TiB), and the fingerprint's length (at most 1,025) shares 16 bits with the
+//! flags. What the reader asks about a file also depends on whether it is open:
+//! [`View`] pairs an entry with its open state.
+
+use std::sync::RwLock;
+use std::time::Instant;
+
+use super::contexts::Ctx;
+use super::names::Name;
+use super::tail::Tailed;
+use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
+
+/// A coarse clock: tenths of a second since the agent started (13 years fit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tick(u32);
+
+impl Tick {
+    fn start() -> Instant {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *START.get_or_init(Instant::now)
+    }
+
+    pub fn now() -> Tick {
+        Tick((Tick::start().elapsed().as_millis() / 100).min(u32::MAX as u128) as u32)
+    }
+
+    /// Time since this tick (to a tenth of a second).
+    pub fn elapsed(self) -> std::time::Duration {
+        std::time::Duration::from_millis(100 * Tick::now().0.saturating_sub(self.0) as u64)
+    }
+}
+
+/// The devices files were found on, in the order first seen. A node has one or
+/// a few (each pod's memory-backed volume is one), never 65,536: Linux numbers
+/// devices in 32 bits, but the entries need only tell apart those in use.
+static DEVICES: RwLock<Vec<u64>> = RwLock::new(Vec::new());
+
+/// The index of device `dev` in [`DEVICES`] (added if new).
+pub fn device_index(dev: u64) -> u16 {
+    let known = DEVICES.read().unwrap_or_else(|e| e.into_inner()).iter().position(|&d| d == dev);
+    if let Some(i) = known {
+        return i as u16;
+    }
+    let mut all = DEVICES.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = all.iter().position(|&d| d == dev) {
+        return i as u16;
+    }
+    assert!(all.len() < u16::MAX as usize, "files on over 65,535 devices");
+    all.push(dev);
+    (all.len() - 1) as u16
+}
+
+fn device(i: u16) -> u64 {
+    DEVICES.read().unwrap_or_else(|e| e.into_inner())[i as usize]
+}
+
+/// A 48-bit number (sizes and offsets: 256 TiB), aligned to 2 bytes so that it
+/// packs with the 16-bit fields.
+#[derive(Clone, Copy, Debug, Default)]
+struct U48([u16; 3]);
+
+impl U48 {
+    const MAX: u64 = (1 << 48) - 1;
+
+    fn new(v: u64) -> U48 {
+        let v = v.min(U48::MAX);
+        U48([v as u16, (v >> 16) as u16, (v >> 32) as u16])
+    }
+
+    fn get(self) -> u64 {
+        self.0[0] as u64 | (self.0[1] as u64) << 16 | (self.0[2] as u64) << 32
+    }
+}
+
+/// One tracked file.
+pub struct Tracked {
+    ino: u64,
+    /// Index of its device in [`DEVICES`].
+    dev: u16,
+    /// Index of its logs dir in the source's dir list (see [`Tracked::dir`]).
+    dir: u16,
+    /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`](super::names::Names).
+    pub name: Name,
+    /// Size at the last stat.
+    size: U48,
+    /// Where reading resumes when the file is opened: the first byte not yet
+    /// emitted, the parser context there, and the last time a record there had.
+    resume: U48,
+    /// Shared with the files that ended in the same context (the table's pool).
+    pub(super) ctx: Ctx,
+    /// `i64::MIN`: none (see [`Tracked::last_time`]; an `Option` would take 8 bytes
+    /// more in each of a million entries).
+    last_time: i64,
+    /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]).
+    fp_hash: u64,
+    /// The fingerprint's length (low [`FP_BITS`] bits: at most 1,025, or
+    /// [`FP_DAMAGED`]), then [`UNVERIFIED`], [`OPEN`] and the [`Place`].
+    bits: u16,
+    /// Where the file stands in time while closed: the record it stopped at, else
+    /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
+    pub head: i64,
+    /// When data last arrived, or the file was last found changed ([`Tick`]: a
+    /// 16-byte `Instant` in each of 100,000 entries would cost 1 MiB more).
+    pub active: Tick,
+    /// The number of the last dir listing that saw it (see `Source::rescan`).
+    pub listed: u16,
+}
+
+const FP_BITS: u16 = 11;
+const FP_MASK: u16 = (1 << FP_BITS) - 1;
+/// A length no real fingerprint has (from a damaged checkpoint).
+const FP_DAMAGED: u16 = FP_MASK;
+/// The resume point came from a checkpoint and has not been checked against the
+/// file's fingerprint yet (done when it is first opened).
+const UNVERIFIED: u16 = 1 << FP_BITS;
+/// The file has a [`Tailed`] in the table's open files.
+pub(super) const OPEN: u16 = 1 << (FP_BITS + 1);
+const PLACE_SHIFT: u16 = FP_BITS + 2;
+const PLACE_MASK: u16 = 3 << PLACE_SHIFT;
+
+const _: () = assert!(FINGERPRINT_MAX + 1 < FP_DAMAGED as u64);
+
+/// A vacant slot's `dir` (no logs dir has this index).
+pub(super) const VACANT: u16 = u16::MAX;
+
+/// The most logs dirs (sessions) followed: their index is 16 bits in each entry.
+pub const MAX_DIRS: u32 = u16::MAX as u32 - 1;
+
+/// Where a tracked file is, as far as the reader knows.
+///
+/// A file is forgotten only on proof that it left: its descriptor says it has no
+/// name left (deleted), or a complete listing missed a file already `Unknown`. A
+/// path that names another file proves nothing: rotation renames every file of a
+/// family, and inotify reports the two halves of a rename in separate batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// At `rel`.
+    Here,
+    /// Not at `rel` any more (renamed, or deleted): the next listing looks for it by
+    /// inode. Not closed meanwhile, as it cannot be reopened by its path.
+    Unknown,
+    /// Deleted, or in no logs dir: read to its end if open, then forgotten.
+    Departed,
+}
+
+impl Tracked {
+    /// A closed file at `name` of dir `dir`, read from its start.
+    pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u16) -> Tracked {
+        debug_assert!(dir <= MAX_DIRS || dir == VACANT as u32);
+        Tracked {
+            ino: key.ino,
+            dev: device_index(key.dev),
+            dir: dir as u16,
+            name,
+            size: U48::new(size),
+            resume: U48::default(),
+            ctx: Ctx::NONE,
+            last_time: i64::MIN,
+            fp_hash: 0,
+            bits: 0,
+            head: i64::MIN,
+            active: Tick::now(),
+            listed,
+        }
+    }
+
+    pub fn key(&self) -> FileKey {
+        FileKey { dev: device(self.dev), ino: self.ino }
+    }
+
+    /// Whether this is file `key` (without looking its device up).
+    pub fn is(&self, key: &FileKey) -> bool {
+        self.ino == key.ino && device(self.dev) == key.dev
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size.get()
+    }
+
+    pub fn set_size(&mut self, size: u64) {
+        self.size = U48::new(size);
+    }
+
+    pub fn resume(&self) -> u64 {
+        self.resume.get()
+    }
+
+    pub fn set_resume(&mut self, at: u64) {
+        self.resume = U48::new(at);
+    }
+
+    pub fn unverified(&self) -> bool {
+        self.bits & UNVERIFIED != 0
+    }
+
+    pub fn set_unverified(&mut self, yes: bool) {
+        self.bits = if yes { self.bits | UNVERIFIED } else { self.bits & !UNVERIFIED };
+    }
+
+    /// Whether the file has a descriptor (its [`Tailed`] is `Table::open_of`).
+    pub fn is_open(&self) -> bool {
+        self.bits & OPEN != 0
+    }
+
+    pub(super) fn set_open(&mut self, yes: bool) {
+        self.bits = if yes { self.bits | OPEN } else { self.bits & !OPEN };
+    }
+
+    pub fn place(&self) -> Place {
+        match (self.bits & PLACE_MASK) >> PLACE_SHIFT {
+            0 => Place::Here,
+            1 => Place::Unknown,
+            _ => Place::Departed,
+        }
+    }
+
+    pub fn set_place(&mut self, p: Place) {
+        self.bits = (self.bits & !PLACE_MASK) | ((p as u16) << PLACE_SHIFT);
+    }
+
+    /// Index of its logs dir in the source's dir list.
+    pub fn dir(&self) -> u32 {
+        self.dir as u32
+    }
+
+    pub(super) fn set_dir(&mut self, dir: u32) {
+        self.dir = dir as u16;
+    }
+
+    /// Whether the slot holds no file.
+    pub(super) fn vacant(&self) -> bool {
+        self.dir == VACANT
+    }
+
+    pub fn fingerprint(&self) -> Fingerprint {
+        let len = match self.bits & FP_MASK {
+            FP_DAMAGED => u64::MAX,
+            n => n as u64,
+        };
+        Fingerprint { len, hash: self.fp_hash }
+    }
+
+    pub fn set_fingerprint(&mut self, fp: Fingerprint) {
+        // A length no real fingerprint has (a damaged checkpoint) stays one: it
+        // will not match the file, which is then read from its start.
+        let len = if fp.len == u64::MAX { FP_DAMAGED } else { fp.len.min(FINGERPRINT_MAX + 1) as u16 };
+        self.bits = (self.bits & !FP_MASK) | len;
+        self.fp_hash = fp.hash;
+    }
+
+    /// The time of the last record before `resume` that had one of its own.
+    pub fn last_time(&self) -> Option<i64> {
+        (self.last_time != i64::MIN).then_some(self.last_time)
+    }
+
+    pub fn set_last_time(&mut self, t: Option<i64>) {
+        self.last_time = t.unwrap_or(i64::MIN);
+    }
+}
+
+/// A tracked file with its open state, if it has one: what the reader asks about
+/// a file (how far it is read, whether it has work) depends on both.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub t: &'a Tracked,
+    pub open: Option<&'a Tailed>,
+}
+
+impl View<'_> {
+    /// Bytes not yet read (for a closed file: since its resume point).
+    pub fn behind(&self) -> u64 {
+        match self.open {
+            Some(o) => o.behind(),
+            None => self.t.size().saturating_sub(self.t.resume()),
+        }
+    }
+
+    /// Where reading stands: the parser's offset if open, else the resume point.
+    pub fn read_to(&self) -> u64 {
+        match self.open {
+            Some(o) => o.parser.offset(),
+            None => self.t.resume(),
+        }
+    }
+
+    /// Whether reading may emit something: bytes not read yet, or a record the time
+    /// limit kept back.
+    pub fn has_work(&self) -> bool {
+        match self.open {
+            Some(o) => o.has_work() || o.size < o.parser.offset() || o.size < o.fingerprint.len,
+            None => self.t.size() != self.t.resume() || self.t.size() < self.t.fingerprint().len,
+        }
+    }
+
+    /// Where the file stands in time, for reading files in time order (see
+    /// `Tailed::head`).
+    pub fn head(&self) -> i64 {
+        match self.open {
+            Some(o) => o.head(),
+            None => self.t.head,
+        }
+    }
+}
+
+impl std::ops::Deref for View<'_> {
+    type Target = Tracked;
+
+    fn deref(&self) -> &Tracked {
+        self.t
+    }
+}
