@@ -8,7 +8,8 @@
 //! flags. What the reader asks about a file also depends on whether it is open:
 //! [`View`] pairs an entry with its open state.
 
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use super::contexts::Ctx;
@@ -37,27 +38,33 @@ impl Tick {
 }
 
 /// The devices files were found on, in the order first seen. A node has one or
-/// a few (each pod's memory-backed volume is one), never 65,536: Linux numbers
-/// devices in 32 bits, but the entries need only tell apart those in use.
-static DEVICES: RwLock<Vec<u64>> = RwLock::new(Vec::new());
+/// a few (each pod's memory-backed volume is one), never 65,535: Linux numbers
+/// devices in 32 bits, but the entries need only tell apart those in use. Read
+/// without a lock, as every lookup of a file by key reads it; the array's pages
+/// past the first are never touched, so it costs no memory.
+static DEVICES: [AtomicU64; u16::MAX as usize] = [const { AtomicU64::new(0) }; u16::MAX as usize];
+static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
+static ADDING: Mutex<()> = Mutex::new(());
 
 /// The index of device `dev` in [`DEVICES`] (added if new).
 pub fn device_index(dev: u64) -> u16 {
-    let known = DEVICES.read().unwrap_or_else(|e| e.into_inner()).iter().position(|&d| d == dev);
-    if let Some(i) = known {
+    let known = |n: usize| DEVICES[..n].iter().position(|d| d.load(Acquire) == dev);
+    if let Some(i) = known(DEVICE_COUNT.load(Acquire)) {
         return i as u16;
     }
-    let mut all = DEVICES.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = all.iter().position(|&d| d == dev) {
+    let _adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
+    let n = DEVICE_COUNT.load(Acquire);
+    if let Some(i) = known(n) {
         return i as u16;
     }
-    assert!(all.len() < u16::MAX as usize, "files on over 65,535 devices");
-    all.push(dev);
-    (all.len() - 1) as u16
+    assert!(n < DEVICES.len(), "files on over 65,535 devices");
+    DEVICES[n].store(dev, Release);
+    DEVICE_COUNT.store(n + 1, Release);
+    n as u16
 }
 
 fn device(i: u16) -> u64 {
-    DEVICES.read().unwrap_or_else(|e| e.into_inner())[i as usize]
+    DEVICES[i as usize].load(Acquire)
 }
 
 /// A 48-bit number (sizes and offsets: 256 TiB), aligned to 2 bytes so that it
