@@ -282,7 +282,9 @@ pub fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The parser contexts files stopped in, one copy of each.
+/// The parser contexts files stopped in, one copy of each, as checkpoints are
+/// loaded (the file table keeps its own counted pool, `source::contexts`, which
+/// takes these `Arc`s as they are).
 ///
 /// Ray starts each worker's log with `:job_id:` and, for an actor, `:actor_name:`
 /// lines, so nearly every file read ends in a context. Boxed per file they cost
