@@ -180,11 +180,12 @@ impl Source {
         let mut meta = classify(&rel, d.session.as_deref());
         meta.path = Some(path.to_string_lossy().into_owned());
         let meta = Arc::new(meta);
-        if let (Some(w), Some(c)) = (meta.worker_key(), self.table.context_of(t).map(|c| &**c)) {
+        let saved = self.table.context_of(t).map(|c| &**c);
+        if let (Some(w), Some(c)) = (meta.worker_key(), saved) {
             // Its worker may have been forgotten (`quiet`) or never prescanned (a restart).
             self.corr.recall_worker(&w, c.job_id.as_deref(), c.actor_name.as_deref());
         }
-        let ctx = SavedContext::to_parser(self.table.context_of(t).map(|c| &**c), t.last_time());
+        let ctx = SavedContext::to_parser(saved, t.last_time());
         let expect = (t.unverified() || t.fingerprint().len > 0).then_some(t.fingerprint());
         let (dir, node, resume, fresh) = (t.dir(), d.node, t.resume(), t.ctx.is_none());
         if fresh {

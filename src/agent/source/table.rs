@@ -5,10 +5,10 @@
 //! resumes, the context there) and a descriptor for at most `max_open_files` of them
 //! ([`Tailed`]). Files are found by `(device, inode)`, and by a hash of their path for
 //! inotify's events. An open file's [`Tailed`] lives beside the table, keyed like
-//! it, so an entry is 64 bytes whether open or not ([`super::entry`]). Work follows change: a file is
-//! looked at when it is in the `ready` set (inotify said it changed, a stat poll saw
-//! it grow, it has more to read), and the stat poll sweeps the table a slice at a
-//! time.
+//! it, so an entry is 64 bytes whether open or not ([`super::entry`]). Work follows
+//! change: a file is looked at when it is in the `ready` set (inotify said it
+//! changed, a stat poll saw it grow, it has more to read), and the stat poll sweeps
+//! the table a slice at a time.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
