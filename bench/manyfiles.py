@@ -68,13 +68,18 @@ def config(tmp, paths, port, extra="", api=""):
     return cfg
 
 
-def files_watched(api):
-    """The agent's `raylog_files_watched` gauge."""
+def metric(api, name):
+    """One of the agent's metrics (-1 when it has none of that name)."""
     import urllib.request
     for line in urllib.request.urlopen("http://%s/metrics" % api, timeout=5).read().decode().splitlines():
-        if line.startswith("raylog_files_watched "):
+        if line.startswith(name + " "):
             return int(float(line.split()[1]))
     return -1
+
+
+def files_watched(api):
+    """The agent's `raylog_files_watched` gauge."""
+    return metric(api, "raylog_files_watched")
 
 
 def delete_at_scale(a, proc, api, logs):
@@ -339,8 +344,10 @@ def manyfiles(a):
         while files_watched(api) < a.files - (a.delete or 0) and time.monotonic() - t1 < 300:
             time.sleep(1)
         time.sleep(5)
-        print("restart: all %d files tracked again %.1f s after the start; RSS %.1f MiB (peak %.1f)"
-              % (files_watched(api), time.monotonic() - t1 - 5, proc.rss(), proc.hwm()))
+        print("restart: all %d files tracked again %.1f s after the start; RSS %.1f MiB (peak %.1f); CPU %.1f s, "
+              "of which loading the checkpoints %.2f s"
+              % (files_watched(api), time.monotonic() - t1 - 5, proc.rss(), proc.hwm(), proc.cpu(),
+                 metric(api, "raylog_checkpoints_load_cpu_milliseconds") / 1000))
     finally:
         stop(p, sink)
     check_delivery(tmp, out, seq, a.keep)

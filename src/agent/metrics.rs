@@ -127,6 +127,8 @@ pub struct Metrics {
     pub files_lost: AtomicU64,
     pub bytes_lost: AtomicU64,
     pub checkpoints_written: AtomicU64,
+    /// CPU time the start took to load the checkpoints (milliseconds).
+    pub checkpoints_load_cpu_ms: AtomicI64,
     pub records_held: AtomicI64,
     /// Workers the correlator keeps a slot for (see `agent::source::quiet`).
     pub workers_known: AtomicI64,
@@ -189,6 +191,11 @@ impl Metrics {
         );
         let mut gauge = |name: &str, help: &str, v: i64| single(&mut s, "gauge", name, help, v);
         gauge("raylog_files_watched", "Files tracked (open or not).", self.files_watched.load(Relaxed));
+        gauge(
+            "raylog_checkpoints_load_cpu_milliseconds",
+            "CPU time the start spent loading the checkpoints (snapshot and journal).",
+            self.checkpoints_load_cpu_ms.load(Relaxed),
+        );
         gauge(
             "raylog_files_open",
             "Files with a descriptor (at most source.max_open_files).",

@@ -1,11 +1,13 @@
-//! One tracked file's entry, in 64 bytes.
+//! One tracked file's entry, in 60 bytes.
 //!
 //! A node with a million finished workers keeps a million of these, so every
 //! byte is a megabyte: the device is a 2-byte index into a process-wide list of
 //! the few devices seen ([`device_index`]), the parser context a 4-byte
 //! reference into the table's pool ([`Ctx`]), sizes and offsets 48 bits (256
-//! TiB), and the fingerprint's length (at most 1,025) shares 16 bits with the
-//! flags. What the reader asks about a file also depends on whether it is open:
+//! TiB), the fingerprint's length (at most 1,025) shares 16 bits with the
+//! flags, where the file stands in time is 4 bytes from the last record's time
+//! (or, rarely, kept by the table), and 64-bit fields are two `u32`s, so that no
+//! padding rounds the entry up to 64. What the reader asks about a file also depends on whether it is open:
 //! [`View`] pairs an entry with its open state.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release};
@@ -85,9 +87,32 @@ impl U48 {
     }
 }
 
+/// A 64-bit number aligned to 4 bytes (an entry of `u64`s would be padded to a
+/// multiple of 8).
+#[derive(Clone, Copy, Debug, Default)]
+struct U64([u32; 2]);
+
+impl U64 {
+    fn new(v: u64) -> U64 {
+        U64([v as u32, (v >> 32) as u32])
+    }
+
+    fn get(self) -> u64 {
+        self.0[0] as u64 | (self.0[1] as u64) << 32
+    }
+
+    fn signed(v: i64) -> U64 {
+        U64::new(v as u64)
+    }
+
+    fn get_signed(self) -> i64 {
+        self.get() as i64
+    }
+}
+
 /// One tracked file.
 pub struct Tracked {
-    ino: u64,
+    ino: U64,
     /// Index of its device in [`DEVICES`].
     dev: u16,
     /// Index of its logs dir in the source's dir list (see [`Tracked::dir`]).
@@ -101,17 +126,21 @@ pub struct Tracked {
     resume: U48,
     /// Shared with the files that ended in the same context (the table's pool).
     pub(super) ctx: Ctx,
-    /// `i64::MIN`: none (see [`Tracked::last_time`]; an `Option` would take 8 bytes
-    /// more in each of a million entries).
-    last_time: i64,
+    /// The time of the last record before `resume` that had one (see
+    /// [`Tracked::last_time`]), or with [`NO_LAST`] the head while there is none.
+    /// `i64::MIN`: none (an `Option` would take 8 bytes more in each of a million
+    /// entries).
+    time: U64,
     /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]).
-    fp_hash: u64,
+    fp_hash: U64,
     /// The fingerprint's length (low [`FP_BITS`] bits: at most 1,025, or
-    /// [`FP_DAMAGED`]), then [`UNVERIFIED`], [`OPEN`] and the [`Place`].
+    /// [`FP_DAMAGED`]), then [`UNVERIFIED`], [`OPEN`], the [`Place`] and [`NO_LAST`].
     bits: u16,
-    /// Where the file stands in time while closed: the record it stopped at, else
-    /// the last one read (`i64::MIN` when never read). See `Tailed::head`.
-    pub head: i64,
+    /// Where the file stands in time while closed, in nanoseconds after `time`:
+    /// the record it stopped at, else the last one read (so mostly 0). Beyond
+    /// ±2.1 s (closed with a later record kept back), [`HEAD_ASIDE`]: the table
+    /// keeps it. See `Tailed::head`.
+    head_delta: i32,
     /// When data last arrived, or the file was last found changed ([`Tick`]: a
     /// 16-byte `Instant` in each of 100,000 entries would cost 1 MiB more).
     pub active: Tick,
@@ -130,6 +159,10 @@ const UNVERIFIED: u16 = 1 << FP_BITS;
 pub(super) const OPEN: u16 = 1 << (FP_BITS + 1);
 const PLACE_SHIFT: u16 = FP_BITS + 2;
 const PLACE_MASK: u16 = 3 << PLACE_SHIFT;
+/// `time` is the head: no record before `resume` had a time.
+const NO_LAST: u16 = 1 << 15;
+/// A `head_delta` that says the table keeps the head (`Table::head_of`).
+const HEAD_ASIDE: i32 = i32::MIN;
 
 const _: () = assert!(FINGERPRINT_MAX + 1 < FP_DAMAGED as u64);
 
@@ -161,29 +194,29 @@ impl Tracked {
     pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u16) -> Tracked {
         debug_assert!(dir <= MAX_DIRS || dir == VACANT as u32);
         Tracked {
-            ino: key.ino,
+            ino: U64::new(key.ino),
             dev: device_index(key.dev),
             dir: dir as u16,
             name,
             size: U48::new(size),
             resume: U48::default(),
             ctx: Ctx::NONE,
-            last_time: i64::MIN,
-            fp_hash: 0,
-            bits: 0,
-            head: i64::MIN,
+            time: U64::signed(i64::MIN),
+            fp_hash: U64::default(),
+            bits: NO_LAST,
+            head_delta: 0,
             active: Tick::now(),
             listed,
         }
     }
 
     pub fn key(&self) -> FileKey {
-        FileKey { dev: device(self.dev), ino: self.ino }
+        FileKey { dev: device(self.dev), ino: self.ino.get() }
     }
 
     /// Whether this is file `key` (without looking its device up).
     pub fn is(&self, key: &FileKey) -> bool {
-        self.ino == key.ino && device(self.dev) == key.dev
+        self.ino.get() == key.ino && device(self.dev) == key.dev
     }
 
     pub fn size(&self) -> u64 {
@@ -250,7 +283,7 @@ impl Tracked {
             FP_DAMAGED => u64::MAX,
             n => n as u64,
         };
-        Fingerprint { len, hash: self.fp_hash }
+        Fingerprint { len, hash: self.fp_hash.get() }
     }
 
     pub fn set_fingerprint(&mut self, fp: Fingerprint) {
@@ -258,16 +291,31 @@ impl Tracked {
         // will not match the file, which is then read from its start.
         let len = if fp.len == u64::MAX { FP_DAMAGED } else { fp.len.min(FINGERPRINT_MAX + 1) as u16 };
         self.bits = (self.bits & !FP_MASK) | len;
-        self.fp_hash = fp.hash;
+        self.fp_hash = U64::new(fp.hash);
     }
 
     /// The time of the last record before `resume` that had one of its own.
     pub fn last_time(&self) -> Option<i64> {
-        (self.last_time != i64::MIN).then_some(self.last_time)
+        let t = self.time.get_signed();
+        (self.bits & NO_LAST == 0 && t != i64::MIN).then_some(t)
     }
 
-    pub fn set_last_time(&mut self, t: Option<i64>) {
-        self.last_time = t.unwrap_or(i64::MIN);
+    /// Where the file stands in time while closed, unless the table keeps it
+    /// (`Table::head_of` knows either way).
+    pub(super) fn head_here(&self) -> Option<i64> {
+        (self.head_delta != HEAD_ASIDE).then(|| self.time.get_signed().saturating_add(self.head_delta as i64))
+    }
+
+    /// Sets the last record's time and the head (see `Tailed::head`). False: the
+    /// head is too far from it to be held here, and the table must keep it.
+    #[must_use]
+    pub(super) fn set_times(&mut self, last: Option<i64>, head: i64) -> bool {
+        let base = last.unwrap_or(head);
+        self.time = U64::signed(base);
+        self.bits = if last.is_some() { self.bits & !NO_LAST } else { self.bits | NO_LAST };
+        let delta = i32::try_from(head as i128 - base as i128).ok().filter(|&d| d != HEAD_ASIDE);
+        self.head_delta = delta.unwrap_or(HEAD_ASIDE);
+        delta.is_some()
     }
 }
 
@@ -277,6 +325,9 @@ impl Tracked {
 pub struct View<'a> {
     pub t: &'a Tracked,
     pub open: Option<&'a Tailed>,
+    /// The head of a closed file whose entry does not hold it (`Table::view_of`
+    /// looks it up).
+    pub(super) head_aside: i64,
 }
 
 impl View<'_> {
@@ -310,7 +361,7 @@ impl View<'_> {
     pub fn head(&self) -> i64 {
         match self.open {
             Some(o) => o.head(),
-            None => self.t.head,
+            None => self.t.head_here().unwrap_or(self.head_aside),
         }
     }
 }

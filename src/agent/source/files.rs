@@ -298,7 +298,7 @@ impl Source {
                 continue;
             }
             let t = self.tracked(key, f, &md, first);
-            let has_work = View { t: &t, open: None }.has_work();
+            let has_work = View { t: &t, open: None, head_aside: i64::MIN }.has_work();
             self.table.insert(t);
             if has_work {
                 self.table.mark(key);
@@ -322,8 +322,9 @@ impl Source {
             let meta = classify(&rel, self.dirs[dir as usize].session.as_deref());
             if prescan {
                 let first = self.prescan(dir, &path, &meta);
-                if let Some(t) = self.table.get_mut(key).filter(|t| t.resume() == 0 && t.head == i64::MIN) {
-                    t.head = first.unwrap_or(i64::MIN);
+                let unread = self.table.get(key).filter(|t| t.resume() == 0 && self.table.head_of(t) == i64::MIN);
+                if let Some(last) = unread.map(|t| t.last_time()) {
+                    self.table.set_times(key, last, first.unwrap_or(i64::MIN));
                 }
             }
             if !first && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
@@ -607,8 +608,8 @@ fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, co
     contexts.set(&mut t.ctx, cp.context);
     t.set_unverified(true);
     t.set_fingerprint(cp.fingerprint);
-    t.set_last_time(cp.last_time_ns);
-    t.head = cp.last_time_ns.unwrap_or(i64::MIN);
+    let held = t.set_times(cp.last_time_ns, cp.last_time_ns.unwrap_or(i64::MIN));
+    debug_assert!(held, "a head equal to the last time is always held in the entry");
 }
 
 /// Notes a new size for a tracked file (and its open state, if open).

@@ -4,15 +4,19 @@
 //! `worker-<56 hex>-01000000-12345.out`: as a `Box<str>` each costs 82 bytes plus the
 //! allocator's 16 and a 16-byte pointer. Here a name is a [`Name`] (a 4-byte offset)
 //! into one byte vector, with runs of lowercase hex digits stored two to a byte, so
-//! the same name takes 52 bytes and no allocation of its own.
+//! the same name takes 41 bytes (40 and its length) and no allocation of its own.
 //!
 //! Encoding of one name: its encoded length (LEB128), then
 //! - a byte below 0x80: that ASCII character;
-//! - `0x80 | n` (4 ≤ n ≤ 125): a run of `n` characters of `0-9a-f`, packed high
-//!   nibble first, `⌈n/2⌉` bytes;
+//! - `0x80 | n` (4 ≤ n ≤ 61): a run of `n` characters of `0-9a-f`, packed high
+//!   nibble first, `⌈n/2⌉` bytes; `0xC0 | n`: the same run after a `-` (a worker's
+//!   job id and pid each follow one: 2 bytes less a worker);
 //! - `0x80..=0x83` and `0xFE`: one of the [`TOKENS`], the words every worker's files
 //!   are named with (`python-core-worker-`, `worker-`, `.out`, `.err`, `.log`): 9 to
 //!   21 bytes less a worker;
+//! - `0xBE i`, `0xBF i` (after a `-`): a run of 8, the `i`th of the arena's
+//!   dictionary of such runs (the first 256 seen). A worker's job id is one, and the
+//!   few jobs of a node share it (3 bytes less a worker);
 //! - `0xFF b`: the byte `b` (non-ASCII UTF-8).
 //!
 //! A freed name leaves garbage; [`Names::compact`] rewrites the arena once garbage
@@ -29,8 +33,21 @@ impl Name {
 
 /// Runs shorter than this stay literal (a marker byte would save nothing).
 const MIN_RUN: usize = 4;
-const MAX_RUN: usize = 125;
+/// The longest run one marker holds (longer runs take several).
+const MAX_RUN: usize = 61;
+/// Set in a run's marker when a `-` came before it.
+const DASH: u8 = 0x40;
 const ESCAPE: u8 = 0xFF;
+/// A run of 8 from the dictionary, plain and after a `-`.
+const SHORT: u8 = 0xBE;
+const SHORT_DASH: u8 = 0xBF;
+/// The length of the runs the dictionary holds (a job id's).
+const SHORT_RUN: usize = 8;
+
+/// Whether `c` is the marker of a run that a `-` came before.
+fn dash_run(c: u8) -> bool {
+    c == SHORT_DASH || (0xC0 | MIN_RUN as u8..=0xC0 | MAX_RUN as u8).contains(&c)
+}
 
 /// Words stored as one byte (the codes no run uses), longest first: at a place
 /// where several match, the first wins. None starts with a hex digit, so a run
@@ -46,13 +63,35 @@ fn token(code: u8) -> Option<&'static [u8]> {
 pub struct Names {
     bytes: Vec<u8>,
     garbage: usize,
+    /// The runs of 8 coded in one byte (packed), in the order first seen, and
+    /// their codes. Never shrinks: names encoded with a code keep it, and one
+    /// encoded without (the dictionary was full) never gets one.
+    shorts: Vec<[u8; 4]>,
+    short_codes: std::collections::HashMap<[u8; 4], u8>,
 }
 
 impl Names {
+    /// `rel` encoded, as [`Names::raw`] gives it for a name stored as `rel`.
+    pub fn encoded(&self, rel: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(rel.len());
+        encode(rel, &mut out, &mut |run| self.short_codes.get(&run).copied());
+        out
+    }
+
     /// Stores `rel`.
     pub fn add(&mut self, rel: &str) -> Name {
         let at = self.bytes.len();
-        let enc = encoded(rel);
+        let mut enc = Vec::with_capacity(rel.len());
+        let (shorts, codes) = (&mut self.shorts, &mut self.short_codes);
+        encode(rel, &mut enc, &mut |run| {
+            if let Some(&c) = codes.get(&run) {
+                return Some(c);
+            }
+            let c = u8::try_from(shorts.len()).ok()?;
+            shorts.push(run);
+            codes.insert(run, c);
+            Some(c)
+        });
         push_len(&mut self.bytes, enc.len());
         self.bytes.extend_from_slice(&enc);
         // An arena past 4 GiB would need 40 million names of 100 bytes.
@@ -68,17 +107,21 @@ impl Names {
 
     /// The name `n` stands for.
     pub fn get(&self, n: Name) -> String {
-        decode(self.raw(n))
+        decode(self.raw(n), &self.shorts)
     }
 
     /// Whether name `n` may contain `needle`, made of characters other than hex
-    /// digits and of isolated ones (`-core-`), which are stored as they are: false
-    /// means it does not, true is to be checked on the name (packed bytes may look
-    /// like it).
+    /// digits and of isolated ones (`-core-`), which are stored as they are (but for
+    /// a last `-`, which a run after it takes in): false means it does not, true is
+    /// to be checked on the name (packed bytes may look like it).
     pub fn has(&self, n: Name, needle: &[u8]) -> bool {
         let raw = self.raw(n);
-        memchr::memmem::find(raw, needle).is_some()
-            || TOKENS.iter().any(|(code, t)| memchr::memmem::find(t, needle).is_some() && raw.contains(code))
+        let found = match needle.split_last() {
+            Some((b'-', head)) if !head.is_empty() => memchr::memmem::find_iter(raw, head)
+                .any(|at| raw.get(at + head.len()).is_some_and(|&c| c == b'-' || dash_run(c))),
+            _ => memchr::memmem::find(raw, needle).is_some(),
+        };
+        found || TOKENS.iter().any(|(code, t)| memchr::memmem::find(t, needle).is_some() && raw.contains(code))
     }
 
     /// The token name `n` starts with, if any (`worker-` for a worker's output).
@@ -128,15 +171,9 @@ impl Names {
     }
 }
 
-/// `rel` encoded (what [`Names::raw`] gives for it).
-pub fn encoded(rel: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(rel.len());
-    encode(rel, &mut out);
-    out
-}
-
-/// Encodes `rel` into `out` (see the module docs).
-fn encode(rel: &str, out: &mut Vec<u8>) {
+/// Encodes `rel` into `out` (see the module docs); `short` gives the dictionary's
+/// code of a run of 8 (packed), if it has one.
+fn encode(rel: &str, out: &mut Vec<u8>, short: &mut dyn FnMut([u8; 4]) -> Option<u8>) {
     let b = rel.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -147,14 +184,21 @@ fn encode(rel: &str, out: &mut Vec<u8>) {
             i += t.len();
             continue;
         }
-        let run = b[i..].iter().take(MAX_RUN).take_while(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')).count();
-        if run >= MIN_RUN {
-            out.push(0x80 | run as u8);
-            for pair in b[i..i + run].chunks(2) {
-                let hi = nibble(pair[0]) << 4;
-                out.push(hi | pair.get(1).map_or(0, |&c| nibble(c)));
-            }
-            i += run;
+        let dash = b[i] == b'-' && hex_run(&b[i + 1..]) >= MIN_RUN;
+        let from = i + dash as usize;
+        let run = hex_run(&b[from..]);
+        let code = (run == SHORT_RUN).then(|| {
+            let mut key = [0; SHORT_RUN / 2];
+            key.iter_mut().zip(packed(&b[from..from + run])).for_each(|(k, v)| *k = v);
+            short(key)
+        });
+        if let Some(Some(code)) = code {
+            out.extend_from_slice(&[if dash { SHORT_DASH } else { SHORT }, code]);
+            i = from + run;
+        } else if run >= MIN_RUN {
+            out.push(0x80 | if dash { DASH } else { 0 } | run as u8);
+            out.extend(packed(&b[from..from + run]));
+            i = from + run;
         } else if b[i] < 0x80 {
             out.push(b[i]);
             i += 1;
@@ -165,7 +209,19 @@ fn encode(rel: &str, out: &mut Vec<u8>) {
     }
 }
 
-fn decode(enc: &[u8]) -> String {
+/// Hex digits two to a byte, high nibble first.
+fn packed(hex: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    hex.chunks(2).map(|pair| nibble(pair[0]) << 4 | pair.get(1).map_or(0, |&c| nibble(c)))
+}
+
+fn unpack(packed: &[u8], n: usize, out: &mut Vec<u8>) {
+    for k in 0..n {
+        let v = packed[k / 2] >> (4 * (1 - k % 2)) & 0xF;
+        out.push(b"0123456789abcdef"[v as usize]);
+    }
+}
+
+fn decode(enc: &[u8], shorts: &[[u8; 4]]) -> String {
     let mut out = Vec::with_capacity(enc.len() * 2);
     let mut i = 0;
     while i < enc.len() {
@@ -174,17 +230,23 @@ fn decode(enc: &[u8]) -> String {
                 out.push(enc[i + 1]);
                 i += 2;
             }
+            c @ (SHORT | SHORT_DASH) => {
+                if c == SHORT_DASH {
+                    out.push(b'-');
+                }
+                unpack(&shorts[enc[i + 1] as usize], SHORT_RUN, &mut out);
+                i += 2;
+            }
             c if token(c).is_some() => {
                 out.extend_from_slice(token(c).unwrap_or_default());
                 i += 1;
             }
             c if c >= 0x80 => {
-                let n = (c & 0x7F) as usize;
-                let packed = &enc[i + 1..i + 1 + n.div_ceil(2)];
-                for k in 0..n {
-                    let v = packed[k / 2] >> (4 * (1 - k % 2)) & 0xF;
-                    out.push(b"0123456789abcdef"[v as usize]);
+                if c & DASH != 0 {
+                    out.push(b'-');
                 }
+                let n = (c & !(0x80 | DASH)) as usize;
+                unpack(&enc[i + 1..i + 1 + n.div_ceil(2)], n, &mut out);
                 i += 1 + n.div_ceil(2);
             }
             c => {
@@ -195,6 +257,11 @@ fn decode(enc: &[u8]) -> String {
     }
     // Only whole UTF-8 sequences were encoded, so this never replaces anything.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// How many of `b`'s first characters are `0-9a-f` (at most [`MAX_RUN`]).
+fn hex_run(b: &[u8]) -> usize {
+    b.iter().take(MAX_RUN).take_while(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')).count()
 }
 
 fn nibble(c: u8) -> u8 {
@@ -249,18 +316,54 @@ mod tests {
             "xpython-core-worke",
             ".lo",
             "0123worker-abcd.err.1",
+            "a-bcde",
+            "-abcd",
+            "x--abcd-",
+            "worker-abc-defa0-",
+            &format!("-{}", "f".repeat(300)),
+            "foo-core-abcd1234.log",
+            "-",
+            "--0123",
         ];
         let ids: Vec<Name> = cases.iter().map(|c| names.add(c)).collect();
         for (c, id) in cases.iter().zip(&ids) {
             assert_eq!(names.get(*id), *c);
         }
-        assert_eq!(names.raw(ids[0]).len(), 42, "a worker name packs its ids and words");
+        assert_eq!(names.raw(ids[0]).len(), 37, "a worker name packs its ids, dashes and words");
+        for (c, id) in cases.iter().zip(&ids) {
+            assert_eq!(names.encoded(c), names.raw(*id), "{c} looked up as stored");
+        }
         assert_eq!(names.raw(ids[3]).len(), 17, "python-core-worker- is one byte");
         assert!(names.has(ids[3], b"-core-") && !names.has(ids[0], b"-core-"));
         assert!(names.has(ids[1], b".out") && names.has(ids[3], b"worker"));
+        // A `-` that a run took in is still found at the end of a needle.
+        let core = names.add("foo-core-abcd1234.log");
+        assert!(names.has(core, b"-core-") && names.has(core, b"core-") && !names.has(core, b"-cores-"));
+        assert!(!names.has(ids[1], b"raylet-"));
         let again = names.add("raylet.out");
         assert!(names.same(ids[1], again));
         assert!(!names.same(ids[1], ids[2]));
+    }
+
+    /// The first 256 job ids get a code; later ones are stored whole, and every
+    /// name is found by what it was stored as.
+    #[test]
+    fn a_full_dictionary_leaves_later_runs_whole() {
+        let mut names = Names::default();
+        let name = |job: u32| format!("worker-{:056x}-{job:08x}-{}.out", 0xA000000 + job, 1000 + job);
+        let ids: Vec<Name> = (0..300).map(|j| names.add(&name(j))).collect();
+        for (j, id) in ids.iter().enumerate() {
+            assert_eq!(names.get(*id), name(j as u32));
+            assert_eq!(names.encoded(&name(j as u32)), names.raw(*id));
+            let coded = names.raw(*id).contains(&SHORT_DASH);
+            assert_eq!(coded, j < 256, "job {j}");
+        }
+        assert!(!names.encoded("x-ffffffff-y").contains(&SHORT_DASH), "not in the full dictionary");
+        let mut fresh = Names::default();
+        let before = fresh.encoded("a-01000000-b");
+        assert!(!before.contains(&SHORT_DASH) && fresh.shorts.is_empty(), "a lookup adds nothing");
+        let id = fresh.add("a-01000000-b");
+        assert_eq!((fresh.raw(id).len(), fresh.encoded("a-01000000-b").as_slice()), (5, fresh.raw(id)));
     }
 
     #[test]

@@ -266,16 +266,15 @@ impl Source {
         let Some(open) = self.table.set_open(key, None) else { return };
         let ctx = open.parser.context();
         self.table.set_context(&key, SavedContext::from_parser(ctx));
+        self.table.set_times(&key, ctx.last_timestamp.map(|t| t.0), open.head());
         let Some(t) = self.table.get_mut(&key) else { return };
         t.set_resume(open.parser.unemitted_offset());
-        t.set_last_time(ctx.last_timestamp.map(|t| t.0));
-        t.head = open.head();
         t.set_size(open.size);
         // The first line's hash (document ids) is not kept: a million closed files
         // would hold 8 MiB of it, and reopening reads it again from the descriptor,
         // whose first bytes the fingerprint check has just matched.
         t.set_fingerprint(open.fingerprint);
-        if (View { t, open: None }).has_work() {
+        if (View { t, open: None, head_aside: i64::MIN }).has_work() {
             // Closed holding a record or a partial line: read it again from there.
             self.table.mark(key);
         } else {

@@ -14,11 +14,10 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use hashbrown::HashTable;
-
 use super::contexts::ContextPool;
 use super::entry::VACANT;
 pub use super::entry::{Place, Tick, Tracked, View, MAX_DIRS};
+use super::index::SlotIndex;
 use super::names::{Name, Names};
 use super::tail::Tailed;
 use crate::agent::checkpoint::{FileKey, SavedContext};
@@ -31,11 +30,11 @@ pub struct Table {
     /// Vacant slots, reused first.
     free: Vec<u32>,
     len: usize,
-    by_key: HashTable<u32>,
+    by_key: SlotIndex,
     /// `(dir, name)` → the file last seen at that path. Two entries may share a path
     /// for a while (a rotated file not yet followed to its new name, and the new file
     /// in its place): the index keeps the later one, as inotify's paths mean it.
-    by_path: HashTable<u32>,
+    by_path: SlotIndex,
     pub names: Names,
     pub contexts: ContextPool,
     /// Files to look at in the next round: a bit per slot (a million files in a
@@ -44,6 +43,9 @@ pub struct Table {
     ready_count: usize,
     /// The open files' state (entries with [`OPEN`]).
     open: HashMap<FileKey, Box<Tailed>>,
+    /// The heads of closed files too far from their last record's time for the
+    /// entry to hold (closed with a record kept back by the time limit): few.
+    heads_aside: HashMap<FileKey, i64>,
     hasher: std::hash::RandomState,
     /// How far the stat poll's pass over the slab got.
     sweep_at: usize,
@@ -58,13 +60,13 @@ fn path_hash(h: &std::hash::RandomState, dir: u32, raw: &[u8]) -> u64 {
 }
 
 /// The hash of slot `j`'s key, for the key index to grow by.
-fn rehash_key<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked]) -> impl Fn(&u32) -> u64 + 'a {
-    move |&j| key_hash(h, &slots[j as usize].key())
+fn rehash_key<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked]) -> impl Fn(u32) -> u64 + 'a {
+    move |j| key_hash(h, &slots[j as usize].key())
 }
 
 /// The hash of slot `j`'s path, for the path index to grow by.
-fn rehash_path<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked], names: &'a Names) -> impl Fn(&u32) -> u64 + 'a {
-    move |&j| {
+fn rehash_path<'a>(h: &'a std::hash::RandomState, slots: &'a [Tracked], names: &'a Names) -> impl Fn(u32) -> u64 + 'a {
+    move |j| {
         let t = &slots[j as usize];
         path_hash(h, t.dir(), names.raw(t.name))
     }
@@ -81,7 +83,7 @@ impl Table {
 
     fn slot(&self, key: &FileKey) -> Option<u32> {
         let slots = &self.slots;
-        self.by_key.find(key_hash(&self.hasher, key), |&i| slots[i as usize].is(key)).copied()
+        self.by_key.find(key_hash(&self.hasher, key), |i| slots[i as usize].is(key))
     }
 
     pub fn get(&self, key: &FileKey) -> Option<&Tracked> {
@@ -100,7 +102,23 @@ impl Table {
     /// Entry `t` (of this table) with its open state.
     pub fn view_of<'a>(&'a self, t: &'a Tracked) -> View<'a> {
         let open = if t.is_open() { self.open.get(&t.key()).map(|o| &**o) } else { None };
-        View { t, open }
+        View { t, open, head_aside: self.head_of(t) }
+    }
+
+    /// Where closed file `t` stands in time (see `Tailed::head`).
+    pub fn head_of(&self, t: &Tracked) -> i64 {
+        t.head_here().unwrap_or_else(|| self.heads_aside.get(&t.key()).copied().unwrap_or(i64::MIN))
+    }
+
+    /// Sets the time of file `key`'s last record before its resume point, and its
+    /// head (where it stands in time while closed).
+    pub fn set_times(&mut self, key: &FileKey, last: Option<i64>, head: i64) {
+        let Some(t) = self.get_mut(key) else { return };
+        if !t.set_times(last, head) {
+            self.heads_aside.insert(*key, head);
+        } else if !self.heads_aside.is_empty() {
+            self.heads_aside.remove(key);
+        }
     }
 
     /// The open state of file `key`, if it is open.
@@ -137,10 +155,9 @@ impl Table {
     /// Reading file `key` starts over from its start (it was truncated or replaced).
     pub fn restart(&mut self, key: &FileKey) {
         self.set_context(key, None);
+        self.set_times(key, None, i64::MIN);
         if let Some(t) = self.get_mut(key) {
             t.set_resume(0);
-            t.set_last_time(None);
-            t.head = i64::MIN;
         }
     }
 
@@ -151,19 +168,19 @@ impl Table {
 
     /// Whether tracked file `key` is named `rel`.
     pub fn is_named(&self, key: &FileKey, rel: &str) -> bool {
-        let raw = super::names::encoded(rel);
+        let raw = self.names.encoded(rel);
         self.get(key).is_some_and(|t| self.names.raw(t.name) == raw.as_slice())
     }
 
     /// The file last seen at `rel` of dir `dir`, as far as the table knows.
     pub fn by_path(&self, dir: u32, rel: &str) -> Option<FileKey> {
-        let raw = super::names::encoded(rel);
+        let raw = self.names.encoded(rel);
         let (slots, names) = (&self.slots, &self.names);
-        let i = self.by_path.find(path_hash(&self.hasher, dir, &raw), |&i| {
+        let i = self.by_path.find(path_hash(&self.hasher, dir, &raw), |i| {
             let t = &slots[i as usize];
             t.dir() == dir && names.raw(t.name) == raw.as_slice()
         })?;
-        Some(self.slots[*i as usize].key())
+        Some(self.slots[i as usize].key())
     }
 
     /// Adds a closed file (its `dir` and `name` say where it is now).
@@ -183,7 +200,7 @@ impl Table {
         };
         self.len += 1;
         let (slots, h) = (&self.slots, &self.hasher);
-        self.by_key.insert_unique(key_hash(h, &key), i, rehash_key(h, slots));
+        self.by_key.insert(key_hash(h, &key), i, rehash_key(h, slots));
         self.index_path(i);
     }
 
@@ -194,26 +211,19 @@ impl Table {
         let (dir, raw) = (t.dir(), names.raw(t.name));
         let hash = path_hash(h, dir, raw);
         let rehash = rehash_path(h, slots, names);
-        let same = |&j: &u32| {
+        let same = |j: u32| {
             let u = &slots[j as usize];
             u.dir() == dir && names.raw(u.name) == raw
         };
-        match self.by_path.entry(hash, same, rehash) {
-            hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = i,
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert(i);
-            }
-        }
+        self.by_path.upsert(hash, i, same, rehash);
     }
 
     /// Takes slot `i` out of the path index, if the index has it there.
     fn unindex_path(&mut self, i: u32) {
-        let (slots, names) = (&self.slots, &self.names);
+        let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
         let t = &slots[i as usize];
-        let hash = path_hash(&self.hasher, t.dir(), names.raw(t.name));
-        if let Ok(e) = self.by_path.find_entry(hash, |&j| j == i) {
-            e.remove();
-        }
+        let hash = path_hash(h, t.dir(), names.raw(t.name));
+        self.by_path.remove(hash, i, rehash_path(h, slots, names));
     }
 
     /// Records that `key` is now at `name` of dir `dir` (renamed). The name is the
@@ -240,12 +250,13 @@ impl Table {
     pub fn remove(&mut self, key: FileKey) -> Option<Tracked> {
         let i = self.slot(&key)?;
         self.unindex_path(i);
-        let hash = key_hash(&self.hasher, &key);
-        if let Ok(e) = self.by_key.find_entry(hash, |&j| j == i) {
-            e.remove();
-        }
+        let (slots, h) = (&self.slots, &self.hasher);
+        self.by_key.remove(key_hash(h, &key), i, rehash_key(h, slots));
         self.unmark_slot(i);
         self.open.remove(&key);
+        if !self.heads_aside.is_empty() {
+            self.heads_aside.remove(&key);
+        }
         let mut t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT as u32, Name::NONE, 0, 0));
         self.names.free(t.name);
         self.contexts.release(std::mem::replace(&mut t.ctx, super::contexts::Ctx::NONE));
@@ -259,8 +270,9 @@ impl Table {
     pub fn reserve(&mut self, n: usize) {
         let n = n.saturating_sub(self.free.len());
         let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
-        self.by_key.reserve(n, rehash_key(h, slots));
-        self.by_path.reserve(n, rehash_path(h, slots, names));
+        let max_slot = slots.len() + n;
+        self.by_key.reserve(n, max_slot, rehash_key(h, slots));
+        self.by_path.reserve(n, max_slot, rehash_path(h, slots, names));
         self.slots.reserve(n);
     }
 
@@ -393,9 +405,8 @@ impl Table {
         self.slots.retain(|t| !t.vacant());
         self.slots.shrink_to_fit();
         (self.free, self.sweep_at) = (vec![], 0);
-        for i in self.by_key.iter_mut().chain(self.by_path.iter_mut()) {
-            *i = to[*i as usize];
-        }
+        self.by_key.renumber(|i| to[i as usize]);
+        self.by_path.renumber(|i| to[i as usize]);
         let (slots, names, h) = (&self.slots, &self.names, &self.hasher);
         self.by_key.shrink_to_fit(rehash_key(h, slots));
         self.by_path.shrink_to_fit(rehash_path(h, slots, names));

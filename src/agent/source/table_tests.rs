@@ -103,15 +103,15 @@ fn sentinels_read_back_as_options() {
     let mut t = Table::default();
     add(&mut t, 1);
     t.set_context(&key(1), ctx("01000000", "A"));
-    let e = t.get_mut(&key(1)).unwrap();
-    assert_eq!(e.last_time(), None);
-    e.set_last_time(Some(-5));
-    assert_eq!(e.last_time(), Some(-5));
-    e.set_resume(9);
-    e.head = 3;
+    let e = t.get(&key(1)).unwrap();
+    assert_eq!((e.last_time(), t.head_of(e)), (None, i64::MIN));
+    t.set_times(&key(1), Some(-5), 3);
+    let e = t.get(&key(1)).unwrap();
+    assert_eq!((e.last_time(), t.head_of(e)), (Some(-5), 3));
+    t.get_mut(&key(1)).unwrap().set_resume(9);
     t.restart(&key(1));
     let e = t.get(&key(1)).unwrap();
-    assert_eq!((e.last_time(), e.resume(), e.head), (None, 0, i64::MIN));
+    assert_eq!((e.last_time(), e.resume(), t.head_of(e)), (None, 0, i64::MIN));
     assert!(t.context_of(e).is_none());
     assert_eq!(t.contexts.len(), 0, "a restart lets go of the context");
 }
@@ -131,6 +131,9 @@ fn packed_fields_read_back() {
         e.set_unverified(unverified);
         e.set_place(place);
         e.set_open(!unverified);
+        let last = unverified.then_some(-1);
+        assert!(e.set_times(last, 5));
+        assert_eq!((e.last_time(), e.head_here()), (last, Some(5)));
         assert_eq!(e.fingerprint(), Fingerprint { len: fp, hash: 77 });
         assert_eq!(
             (e.unverified(), e.place(), e.is_open(), e.resume()),
@@ -145,7 +148,42 @@ fn packed_fields_read_back() {
 #[test]
 fn an_entry_stays_small() {
     // What a million tracked files cost before their names and the two indices.
-    assert_eq!(std::mem::size_of::<Tracked>(), 64);
+    assert_eq!(std::mem::size_of::<Tracked>(), 60);
+}
+
+/// A head far from the last record's time (a record kept back, seconds later) is
+/// kept by the table, read back through entries and views, and let go of when no
+/// longer needed or when the file goes.
+#[test]
+fn heads_too_far_for_the_entry_are_kept_aside() {
+    let mut t = Table::default();
+    for i in 0..3 {
+        add(&mut t, i);
+    }
+    let (s, day) = (1_000_000_000i64, 86_400_000_000_000i64);
+    let cases = [
+        (Some(day), day + 2 * s, false),
+        (Some(day), day + 2_147_483_647, false),
+        (Some(day), day + 2_147_483_648, true),
+        (Some(day), day - 2_147_483_647, false),
+        (Some(day), day - 2_147_483_648, true),
+        (Some(day), day - 3 * s, true),
+        (None, day, false),
+        (Some(i64::MAX - 1), i64::MIN, true),
+        (Some(0), i64::MAX, true),
+        (None, i64::MIN, false),
+    ];
+    for (last, head, aside) in cases {
+        t.set_times(&key(1), last, head);
+        let e = t.get(&key(1)).unwrap();
+        assert_eq!((e.last_time(), t.head_of(e), t.view(&key(1)).unwrap().head()), (last, head, head));
+        assert_eq!(t.heads_aside.len(), aside as usize, "{last:?} {head}");
+        assert_eq!(t.head_of(t.get(&key(2)).unwrap()), i64::MIN, "another file's head is its own");
+    }
+    t.set_times(&key(1), Some(0), 10 * s);
+    assert_eq!(t.heads_aside.len(), 1);
+    t.remove(key(1));
+    assert!(t.heads_aside.is_empty(), "a file that goes takes its head along");
 }
 
 fn ctx(job: &str, actor: &str) -> Option<Arc<SavedContext>> {
