@@ -6,6 +6,8 @@
 //! [`cli`] filters ([`filter`]) and prints ([`pretty`], NDJSON) the records.
 
 pub mod agent;
+#[cfg(target_os = "linux")]
+pub mod bigalloc;
 pub mod cli;
 pub mod discover;
 pub mod filter;
@@ -21,3 +23,9 @@ pub mod scan;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod trace;
+
+/// Every program built on this library (the binary, its tests) maps its big blocks
+/// on their own (see [`bigalloc`]).
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOC: bigalloc::BigAlloc = bigalloc::BigAlloc;

@@ -53,7 +53,8 @@ pub fn trim_heap() {
 /// a million-file listing went back to the system (1-2 MiB less at its peak), but
 /// the batch buffers of a busy agent stayed in the heap (peak 33-35 MiB where 28.5
 /// on the 256 MiB tree); fixed at 1 MiB, they were mapped anew for each batch (4.7 %
-/// more CPU into Loki, 12.8 % into Elasticsearch).
+/// more CPU into Loki, 12.8 % into Elasticsearch). The big blocks are mapped on
+/// their own by [`crate::bigalloc`] instead, without glibc.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
