@@ -7,8 +7,8 @@
 //! TiB), the fingerprint's length (at most 1,025) shares 16 bits with the
 //! flags, where the file stands in time is 4 bytes from the last record's time
 //! (or, rarely, kept by the table), and 64-bit fields are two `u32`s, so that no
-//! padding rounds the entry up to 64. What the reader asks about a file also depends on whether it is open:
-//! [`View`] pairs an entry with its open state.
+//! padding rounds the entry up to 64. What the reader asks about a file also
+//! depends on whether it is open: [`View`] pairs an entry with its open state.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release};
 use std::sync::Mutex;

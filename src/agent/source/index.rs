@@ -156,7 +156,6 @@ impl SlotIndex {
         self.len -= 1;
     }
 
-    /// Makes room for `n` more entries, with slots up to `max_slot`.
     /// Makes room for `n` more entries, with slots up to `max_slot`: exactly (a
     /// first scan knows how many files it found; growing past them adds a quarter).
     pub fn reserve(&mut self, n: usize, max_slot: usize, rehash: impl Fn(u32) -> u64) {
