@@ -4,23 +4,9 @@
 
 use std::collections::HashMap;
 
+use proptest::prelude::*;
+
 use super::*;
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// A slab of keys (by slot; sparse, so that slots near 2^32 cost nothing) and an
 /// index over it.
@@ -75,14 +61,15 @@ fn colliding(k: u64) -> u64 {
     ((k % 8) << 61) | (k % 16)
 }
 
-fn random_ops(hash: fn(u64) -> u64, seed: u64, steps: usize) {
-    let mut rng = Rng(seed);
+/// Runs `ops` (an operation code and a number to choose with) against the index
+/// and a map, comparing them every 97 steps and at the end.
+fn random_ops(hash: fn(u64) -> u64, ops: &[(u8, u64)]) {
     let mut f = Fixture::new(hash);
     let mut model: HashMap<u64, u32> = HashMap::new();
     let mut free: Vec<u32> = vec![];
     let mut next_key = 0u64;
-    for step in 0..steps {
-        match rng.below(10) {
+    for (step, &(op, r)) in ops.iter().enumerate() {
+        match op % 10 {
             0..=4 => {
                 let slot = free.pop().unwrap_or(f.end);
                 f.insert(next_key, slot);
@@ -90,12 +77,12 @@ fn random_ops(hash: fn(u64) -> u64, seed: u64, steps: usize) {
                 next_key += 1;
             }
             5..=7 if !model.is_empty() => {
-                let k = *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap();
+                let k = *model.keys().nth((r % model.len() as u64) as usize).unwrap();
                 let s = model.remove(&k).unwrap();
                 f.remove(k, s);
                 free.push(s);
             }
-            8 => assert_eq!(f.find(next_key + rng.below(5)), None, "a key never added is found"),
+            8 => assert_eq!(f.find(next_key + r % 5), None, "a key never added is found"),
             _ => {
                 // The same key moves to a new slot (as a renamed file's path would).
                 if let Some(&k) = model.keys().next() {
@@ -117,17 +104,17 @@ fn random_ops(hash: fn(u64) -> u64, seed: u64, steps: usize) {
     f.check(&model);
 }
 
-#[test]
-fn matches_a_map_under_random_operations() {
-    for seed in 1..6 {
-        random_ops(mixed, seed, 20_000);
-    }
-}
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5))]
 
-#[test]
-fn matches_a_map_when_every_hash_collides() {
-    for seed in 1..4 {
-        random_ops(colliding, seed, 3_000);
+    #[test]
+    fn matches_a_map_under_random_operations(ops in prop::collection::vec(any::<(u8, u64)>(), 20_000)) {
+        random_ops(mixed, &ops);
+    }
+
+    #[test]
+    fn matches_a_map_when_every_hash_collides(ops in prop::collection::vec(any::<(u8, u64)>(), 3_000)) {
+        random_ops(colliding, &ops);
     }
 }
 
