@@ -86,10 +86,7 @@ impl Watched {
         if self.matched == Some(fp) {
             return true;
         }
-        let ok = usize::try_from(fp.len)
-            .ok()
-            .and_then(|n| self.head.get(..n))
-            .is_some_and(|h| crate::agent::fnv::hash64(h) == fp.hash);
+        let ok = usize::try_from(fp.len).ok().and_then(|n| self.head.get(..n)).is_some_and(|h| fp.hash_matches(h));
         if ok {
             self.matched = Some(fp);
         }

@@ -1,20 +1,20 @@
-//! One tracked file's entry, in 60 bytes.
+//! One tracked file's entry, in 56 bytes.
 //!
 //! A node with a million finished workers keeps a million of these, so every
-//! byte is a megabyte: the device is a 2-byte index into a process-wide list of
-//! the few devices seen ([`device_index`]), the parser context a 4-byte
-//! reference into the table's pool ([`Ctx`]), sizes and offsets 48 bits (256
-//! TiB), the fingerprint's length (at most 1,025) shares 16 bits with the
-//! flags, where the file stands in time is 4 bytes from the last record's time
-//! (or, rarely, kept by the table), and 64-bit fields are two `u32`s, so that no
-//! padding rounds the entry up to 64. What the reader asks about a file also
+//! byte is a megabyte: the device and logs dir are a 2-byte index into a
+//! process-wide list of the few pairs in use ([`Home`]), the parser context a
+//! 4-byte reference into the table's pool ([`Ctx`]), sizes and offsets 48 bits
+//! (256 TiB), the fingerprint's hash the 48 bits that count
+//! ([`Fingerprint::HASH_MASK`]) and its length (at most 1,025) shares 16 bits
+//! with the flags, where the file stands in time is 4 bytes from the last
+//! record's time (or, rarely, kept by the table), and 64-bit fields are two
+//! `u32`s, so that no padding rounds the entry up to 64. What the reader asks about a file also
 //! depends on whether it is open: [`View`] pairs an entry with its open state.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use super::contexts::Ctx;
+use super::homes::{Home, VACANT};
 use super::names::Name;
 use super::tail::Tailed;
 use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
@@ -37,36 +37,6 @@ impl Tick {
     pub fn elapsed(self) -> std::time::Duration {
         std::time::Duration::from_millis(100 * Tick::now().0.saturating_sub(self.0) as u64)
     }
-}
-
-/// The devices files were found on, in the order first seen. A node has one or
-/// a few (each pod's memory-backed volume is one), never 65,535: Linux numbers
-/// devices in 32 bits, but the entries need only tell apart those in use. Read
-/// without a lock, as every lookup of a file by key reads it; the array's pages
-/// past the first are never touched, so it costs no memory.
-static DEVICES: [AtomicU64; u16::MAX as usize] = [const { AtomicU64::new(0) }; u16::MAX as usize];
-static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
-static ADDING: Mutex<()> = Mutex::new(());
-
-/// The index of device `dev` in [`DEVICES`] (added if new).
-pub fn device_index(dev: u64) -> u16 {
-    let known = |n: usize| DEVICES[..n].iter().position(|d| d.load(Acquire) == dev);
-    if let Some(i) = known(DEVICE_COUNT.load(Acquire)) {
-        return i as u16;
-    }
-    let _adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
-    let n = DEVICE_COUNT.load(Acquire);
-    if let Some(i) = known(n) {
-        return i as u16;
-    }
-    assert!(n < DEVICES.len(), "files on over 65,535 devices");
-    DEVICES[n].store(dev, Release);
-    DEVICE_COUNT.store(n + 1, Release);
-    n as u16
-}
-
-fn device(i: u16) -> u64 {
-    DEVICES[i as usize].load(Acquire)
 }
 
 /// A 48-bit number (sizes and offsets: 256 TiB), aligned to 2 bytes so that it
@@ -113,10 +83,8 @@ impl U64 {
 /// One tracked file.
 pub struct Tracked {
     ino: U64,
-    /// Index of its device in [`DEVICES`].
-    dev: u16,
-    /// Index of its logs dir in the source's dir list (see [`Tracked::dir`]).
-    dir: u16,
+    /// Its device and logs dir (see [`Tracked::dir`]).
+    home: Home,
     /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`](super::names::Names).
     pub name: Name,
     /// Size at the last stat.
@@ -131,8 +99,9 @@ pub struct Tracked {
     /// `i64::MIN`: none (an `Option` would take 8 bytes more in each of a million
     /// entries).
     time: U64,
-    /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]).
-    fp_hash: U64,
+    /// Fingerprint of the file's start, as last known (see [`Tracked::fingerprint`]):
+    /// the 48 bits of its hash that count.
+    fp_hash: U48,
     /// The fingerprint's length (low [`FP_BITS`] bits: at most 1,025, or
     /// [`FP_DAMAGED`]), then [`UNVERIFIED`], [`OPEN`], the [`Place`] and [`NO_LAST`].
     bits: u16,
@@ -166,12 +135,6 @@ const HEAD_ASIDE: i32 = i32::MIN;
 
 const _: () = assert!(FINGERPRINT_MAX + 1 < FP_DAMAGED as u64);
 
-/// A vacant slot's `dir` (no logs dir has this index).
-pub(super) const VACANT: u16 = u16::MAX;
-
-/// The most logs dirs (sessions) followed: their index is 16 bits in each entry.
-pub const MAX_DIRS: u32 = u16::MAX as u32 - 1;
-
 /// Where a tracked file is, as far as the reader knows.
 ///
 /// A file is forgotten only on proof that it left: its descriptor says it has no
@@ -192,17 +155,15 @@ pub enum Place {
 impl Tracked {
     /// A closed file at `name` of dir `dir`, read from its start.
     pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u16) -> Tracked {
-        debug_assert!(dir <= MAX_DIRS || dir == VACANT as u32);
         Tracked {
             ino: U64::new(key.ino),
-            dev: device_index(key.dev),
-            dir: dir as u16,
+            home: Home::of(key.dev, dir),
             name,
             size: U48::new(size),
             resume: U48::default(),
             ctx: Ctx::NONE,
             time: U64::signed(i64::MIN),
-            fp_hash: U64::default(),
+            fp_hash: U48::default(),
             bits: NO_LAST,
             head_delta: 0,
             active: Tick::now(),
@@ -211,12 +172,12 @@ impl Tracked {
     }
 
     pub fn key(&self) -> FileKey {
-        FileKey { dev: device(self.dev), ino: self.ino.get() }
+        FileKey { dev: self.home.dev(), ino: self.ino.get() }
     }
 
-    /// Whether this is file `key` (without looking its device up).
+    /// Whether this is file `key` (looking its device up only if the inode is its).
     pub fn is(&self, key: &FileKey) -> bool {
-        self.ino.get() == key.ino && device(self.dev) == key.dev
+        self.ino.get() == key.ino && self.home.dev() == key.dev
     }
 
     pub fn size(&self) -> u64 {
@@ -266,16 +227,16 @@ impl Tracked {
 
     /// Index of its logs dir in the source's dir list.
     pub fn dir(&self) -> u32 {
-        self.dir as u32
+        self.home.dir()
     }
 
     pub(super) fn set_dir(&mut self, dir: u32) {
-        self.dir = dir as u16;
+        self.home = self.home.with_dir(dir);
     }
 
     /// Whether the slot holds no file.
     pub(super) fn vacant(&self) -> bool {
-        self.dir == VACANT
+        self.home == VACANT
     }
 
     pub fn fingerprint(&self) -> Fingerprint {
@@ -291,7 +252,7 @@ impl Tracked {
         // will not match the file, which is then read from its start.
         let len = if fp.len == u64::MAX { FP_DAMAGED } else { fp.len.min(FINGERPRINT_MAX + 1) as u16 };
         self.bits = (self.bits & !FP_MASK) | len;
-        self.fp_hash = U64::new(fp.hash);
+        self.fp_hash = U48::new(fp.hash & Fingerprint::HASH_MASK);
     }
 
     /// The time of the last record before `resume` that had one of its own.

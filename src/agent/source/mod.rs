@@ -51,6 +51,7 @@ mod contexts;
 mod entry;
 mod files;
 mod gone;
+mod homes;
 mod index;
 #[cfg(test)]
 mod model_tests;

@@ -17,6 +17,9 @@
 //! - `0xBE i`, `0xBF i` (after a `-`): a run of 8, the `i`th of the arena's
 //!   dictionary of such runs (the first 256 seen). A worker's job id is one, and the
 //!   few jobs of a node share it (3 bytes less a worker);
+//! - `0xC0 v`, `0xC1 v`: `-` or `_` then the decimal number `v` (3 bytes, little
+//!   endian) of 5 to 7 digits, the first not `0`: a pid (a 7-digit pid is 1 byte
+//!   less than as a hex run, and after a `_`, as in a core worker's log, 2);
 //! - `0xFF b`: the byte `b` (non-ASCII UTF-8).
 //!
 //! A freed name leaves garbage; [`Names::compact`] rewrites the arena once garbage
@@ -44,9 +47,32 @@ const SHORT_DASH: u8 = 0xBF;
 /// The length of the runs the dictionary holds (a job id's).
 const SHORT_RUN: usize = 8;
 
+/// A pid after a `-` and after a `_` (the run codes of fewer than [`MIN_RUN`]).
+const PID_DASH: u8 = 0xC0;
+const PID_UNDERSCORE: u8 = 0xC1;
+/// The digits a pid code holds (fewer are as short as a hex run, 8 would take a job
+/// id's place, and no system numbers pids past 7).
+const PID_DIGITS: std::ops::RangeInclusive<usize> = 5..=7;
+
 /// Whether `c` is the marker of a run that a `-` came before.
 fn dash_run(c: u8) -> bool {
-    c == SHORT_DASH || (0xC0 | MIN_RUN as u8..=0xC0 | MAX_RUN as u8).contains(&c)
+    c == SHORT_DASH || c == PID_DASH || (0xC0 | MIN_RUN as u8..=0xC0 | MAX_RUN as u8).contains(&c)
+}
+
+/// A pid code for `b`'s start (`-` or `_`, then 5 to 7 digits, the first not `0`,
+/// ending the hex run): the marker, the value and the bytes taken.
+fn pid(b: &[u8]) -> Option<(u8, u32, usize)> {
+    let marker = match b.first()? {
+        b'-' => PID_DASH,
+        b'_' => PID_UNDERSCORE,
+        _ => return None,
+    };
+    let digits = b[1..].iter().take(8).take_while(|c| c.is_ascii_digit()).count();
+    if !PID_DIGITS.contains(&digits) || b[1] == b'0' || hex_run(&b[1..]) != digits {
+        return None;
+    }
+    let v = b[1..=digits].iter().fold(0u32, |v, &c| v * 10 + (c - b'0') as u32);
+    Some((marker, v, 1 + digits))
 }
 
 /// Words stored as one byte (the codes no run uses), longest first: at a place
@@ -184,6 +210,12 @@ fn encode(rel: &str, out: &mut Vec<u8>, short: &mut dyn FnMut([u8; 4]) -> Option
             i += t.len();
             continue;
         }
+        if let Some((marker, v, taken)) = pid(&b[i..]) {
+            out.push(marker);
+            out.extend_from_slice(&v.to_le_bytes()[..3]);
+            i += taken;
+            continue;
+        }
         let dash = b[i] == b'-' && hex_run(&b[i + 1..]) >= MIN_RUN;
         let from = i + dash as usize;
         let run = hex_run(&b[from..]);
@@ -229,6 +261,12 @@ fn decode(enc: &[u8], shorts: &[[u8; 4]]) -> String {
             ESCAPE => {
                 out.push(enc[i + 1]);
                 i += 2;
+            }
+            c @ (PID_DASH | PID_UNDERSCORE) => {
+                let v = u32::from_le_bytes([enc[i + 1], enc[i + 2], enc[i + 3], 0]);
+                out.push(if c == PID_DASH { b'-' } else { b'_' });
+                out.extend_from_slice(v.to_string().as_bytes());
+                i += 4;
             }
             c @ (SHORT | SHORT_DASH) => {
                 if c == SHORT_DASH {
@@ -324,6 +362,10 @@ mod tests {
             "foo-core-abcd1234.log",
             "-",
             "--0123",
+            "worker-ab-1234567.out",
+            "x_9999999.log_1000000-10000-0123456-12345678-123456a-99999",
+            "-1234567",
+            "_12345",
         ];
         let ids: Vec<Name> = cases.iter().map(|c| names.add(c)).collect();
         for (c, id) in cases.iter().zip(&ids) {
@@ -334,11 +376,17 @@ mod tests {
             assert_eq!(names.encoded(c), names.raw(*id), "{c} looked up as stored");
         }
         assert_eq!(names.raw(ids[3]).len(), 17, "python-core-worker- is one byte");
+        let big_pid = names.add(&worker.replace("12345", "1234567"));
+        assert_eq!(names.raw(big_pid).len(), 37, "a 7-digit pid takes no more than a 5-digit one");
+        let core_log = names.add(&format!("python-core-worker-{:056x}_1234567.log", 0xA000123u64));
+        assert_eq!(names.raw(core_log).len(), 1 + 29 + 4 + 1, "token, id, pid, token");
         assert!(names.has(ids[3], b"-core-") && !names.has(ids[0], b"-core-"));
         assert!(names.has(ids[1], b".out") && names.has(ids[3], b"worker"));
         // A `-` that a run took in is still found at the end of a needle.
         let core = names.add("foo-core-abcd1234.log");
         assert!(names.has(core, b"-core-") && names.has(core, b"core-") && !names.has(core, b"-cores-"));
+        let pid_core = names.add("foo-core-12345.log");
+        assert!(names.has(pid_core, b"-core-") && !names.has(pid_core, b"-cores-"));
         assert!(!names.has(ids[1], b"raylet-"));
         let again = names.add("raylet.out");
         assert!(names.same(ids[1], again));

@@ -15,8 +15,9 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use super::contexts::ContextPool;
-use super::entry::VACANT;
-pub use super::entry::{Place, Tick, Tracked, View, MAX_DIRS};
+pub use super::entry::{Place, Tick, Tracked, View};
+pub use super::homes::MAX_DIRS;
+use super::homes::VACANT_DIR;
 use super::index::SlotIndex;
 use super::names::{Name, Names};
 use super::tail::Tailed;
@@ -257,7 +258,8 @@ impl Table {
         if !self.heads_aside.is_empty() {
             self.heads_aside.remove(&key);
         }
-        let mut t = std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT as u32, Name::NONE, 0, 0));
+        let mut t =
+            std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT_DIR as u32, Name::NONE, 0, 0));
         self.names.free(t.name);
         self.contexts.release(std::mem::replace(&mut t.ctx, super::contexts::Ctx::NONE));
         self.free.push(i);
