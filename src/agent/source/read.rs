@@ -80,7 +80,11 @@ impl Source {
             };
             order.push((t.head(), key, self.merge_group(&t), false));
         }
-        order.sort_unstable();
+        // The groups' limits are apart, so the order between groups changes only
+        // latency: Ray's own files (raylet.out, few) go first, not after a round of
+        // 8,192 backlog worker files (a second and a half at a million files), which
+        // their new line would otherwise wait behind: their head is the newest.
+        order.sort_unstable_by_key(|&(head, key, g, stopped)| (g != 0, head, key, g, stopped));
         order.dedup();
         // Set by the oldest file of its group that can be read: one that must wait
         // for a descriptor (every open file is being drained after a deletion or a

@@ -529,3 +529,21 @@ fn a_workers_only_file_leaves_no_slot_once_read() {
     assert_eq!(later.len(), 1, "{later:?}");
     assert_eq!(later[0]["job_id"].as_str(), Some("03000000"), "{later:?}");
 }
+
+/// A new line of raylet.out, the newest record of all, goes out at the start of the
+/// next round, ahead of the round's backlog of older worker files (their merge group
+/// has its own time limit): at a million files a round of them takes a second and
+/// a half, and a live line waited for a round and a half.
+#[test]
+fn ray_files_are_read_before_the_round_of_backlog_worker_files() {
+    let mut rig = Rig::new("ray-first", 100);
+    for i in 0..5 {
+        write(&rig.logs().join(worker(i)), &format!("old worker line {i}\n"));
+    }
+    // Stamped later than anything the workers' files may be dated by (their mtime).
+    let live = "[2031-01-01 09:00:00,000 I 1 2] (raylet) node_manager.cc:1: live raylet line\n";
+    write(&rig.logs().join("raylet.out"), live);
+    let got = rig.round(everything());
+    assert!(got.first().is_some_and(|m| m.contains("live raylet line")), "{got:?}");
+    assert!(got.iter().any(|m| m.contains("old worker line")), "the round reads the backlog too: {got:?}");
+}
