@@ -75,7 +75,7 @@ pub struct Fingerprint {
 
 impl PartialEq for Fingerprint {
     fn eq(&self, other: &Fingerprint) -> bool {
-        self.len == other.len && (self.hash ^ other.hash) & Fingerprint::HASH_MASK == 0
+        self.len == other.len && self.hash_is(other.hash)
     }
 }
 
@@ -87,7 +87,11 @@ impl Fingerprint {
 
     /// Whether `bytes` (the file's first `len`) have this fingerprint's hash.
     pub fn hash_matches(&self, bytes: &[u8]) -> bool {
-        (crate::agent::fnv::hash64(bytes) ^ self.hash) & Fingerprint::HASH_MASK == 0
+        self.hash_is(crate::agent::fnv::hash64(bytes))
+    }
+
+    fn hash_is(&self, hash: u64) -> bool {
+        (self.hash ^ hash) & Fingerprint::HASH_MASK == 0
     }
 
     /// Fingerprints the first `min(limit, FINGERPRINT_MAX)` bytes of `f` (positioned

@@ -8,8 +8,9 @@
 //! ([`Fingerprint::HASH_MASK`]) and its length (at most 1,025) shares 16 bits
 //! with the flags, where the file stands in time is 4 bytes from the last
 //! record's time (or, rarely, kept by the table), and 64-bit fields are two
-//! `u32`s, so that no padding rounds the entry up to 64. What the reader asks about a file also
-//! depends on whether it is open: [`View`] pairs an entry with its open state.
+//! `u32`s, so that no padding rounds the entry up to a multiple of 8. What the
+//! reader asks about a file also depends on whether it is open: [`View`] pairs an
+//! entry with its open state.
 
 use std::time::Instant;
 

@@ -37,11 +37,8 @@ static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// the low half. The last index is [`VACANT`], never stored.
 static HOMES: [AtomicU32; u16::MAX as usize] = [const { AtomicU32::new(0) }; u16::MAX as usize];
 
-struct Adding {
-    homes: Option<HashMap<u32, u16>>,
-}
-
-static ADDING: Mutex<Adding> = Mutex::new(Adding { homes: None });
+/// The homes by pair, to add one: held while adding (devices too).
+static ADDING: Mutex<Option<HashMap<u32, u16>>> = Mutex::new(None);
 
 impl Home {
     /// The home of a file on device `dev` in dir `dir` (added if new).
@@ -57,7 +54,7 @@ impl Home {
         let mut adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
         let d = device_index(dev);
         let pair = (d as u32) << 16 | dir;
-        let homes = adding.homes.get_or_insert_with(HashMap::new);
+        let homes = adding.get_or_insert_with(HashMap::new);
         let n = homes.len();
         let i = *homes.entry(pair).or_insert_with(|| {
             assert!(n < VACANT.0 as usize, "files in over 65,534 (device, logs dir) pairs");

@@ -265,7 +265,8 @@ fn decode(enc: &[u8], shorts: &[[u8; 4]]) -> String {
             c @ (PID_DASH | PID_UNDERSCORE) => {
                 let v = u32::from_le_bytes([enc[i + 1], enc[i + 2], enc[i + 3], 0]);
                 out.push(if c == PID_DASH { b'-' } else { b'_' });
-                out.extend_from_slice(v.to_string().as_bytes());
+                // Into the buffer, not through a String (a write to a Vec cannot fail).
+                let _ = std::io::Write::write_fmt(&mut out, format_args!("{v}"));
                 i += 4;
             }
             c @ (SHORT | SHORT_DASH) => {
