@@ -45,14 +45,14 @@ impl ContextPool {
         self.slots[c.0 as usize].ctx.as_ref()
     }
 
-    /// Makes `*at` stand for `c` (none: `None`), letting go of what it stood for.
-    pub fn set(&mut self, at: &mut Ctx, c: Option<Arc<SavedContext>>) {
+    /// A reference standing for `c` (none: `None`) in place of `at`, which is let go.
+    pub fn set(&mut self, at: Ctx, c: Option<Arc<SavedContext>>) -> Ctx {
         let new = match c {
             Some(c) => self.hold(c),
             None => Ctx::NONE,
         };
-        self.release(*at);
-        *at = new;
+        self.release(at);
+        new
     }
 
     fn hold(&mut self, c: Arc<SavedContext>) -> Ctx {

@@ -1,21 +1,21 @@
-//! One tracked file's entry, in 56 bytes.
+//! One tracked file's entry, in 54 bytes.
 //!
 //! A node with a million finished workers keeps a million of these, so every
-//! byte is a megabyte: the device and logs dir are a 2-byte index into a
-//! process-wide list of the few pairs in use ([`Home`]), the parser context a
+//! byte is a megabyte: the device, logs dir and the inode's top 16 bits are a
+//! 2-byte index into a process-wide list of the few triples in use ([`Home`]), the parser context a
 //! 4-byte reference into the table's pool ([`Ctx`]), sizes and offsets 48 bits
 //! (256 TiB), the fingerprint's hash the 48 bits that count
 //! ([`Fingerprint::HASH_MASK`]) and its length (at most 1,025) shares 16 bits
 //! with the flags, where the file stands in time is 4 bytes from the last
-//! record's time (or, rarely, kept by the table), and 64-bit fields are two
-//! `u32`s, so that no padding rounds the entry up to a multiple of 8. What the
+//! record's time (or, rarely, kept by the table), and the entry is packed to an
+//! alignment of 2, so that no padding rounds it up to a multiple of 4 or 8. What the
 //! reader asks about a file also depends on whether it is open: [`View`] pairs an
 //! entry with its open state.
 
 use std::time::Instant;
 
 use super::contexts::Ctx;
-use super::homes::{Home, VACANT};
+use super::homes::{Home, INO_LOW, VACANT};
 use super::names::Name;
 use super::tail::Tailed;
 use crate::agent::checkpoint::{FileKey, Fingerprint, FINGERPRINT_MAX};
@@ -81,9 +81,11 @@ impl U64 {
     }
 }
 
-/// One tracked file.
+/// One tracked file. Packed: its fields are read by value, never borrowed.
+#[repr(C, packed(2))]
 pub struct Tracked {
-    ino: U64,
+    /// The inode's low 48 bits (the rest are the home's).
+    ino: U48,
     /// Its device and logs dir (see [`Tracked::dir`]).
     home: Home,
     /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`](super::names::Names).
@@ -157,8 +159,8 @@ impl Tracked {
     /// A closed file at `name` of dir `dir`, read from its start.
     pub fn new(key: FileKey, dir: u32, name: Name, size: u64, listed: u16) -> Tracked {
         Tracked {
-            ino: U64::new(key.ino),
-            home: Home::of(key.dev, dir),
+            ino: U48::new(key.ino & INO_LOW),
+            home: Home::of(key.dev, key.ino, dir),
             name,
             size: U48::new(size),
             resume: U48::default(),
@@ -173,12 +175,12 @@ impl Tracked {
     }
 
     pub fn key(&self) -> FileKey {
-        FileKey { dev: self.home.dev(), ino: self.ino.get() }
+        FileKey { dev: self.home.dev(), ino: self.home.ino(self.ino.get()) }
     }
 
     /// Whether this is file `key` (looking its device up only if the inode is its).
     pub fn is(&self, key: &FileKey) -> bool {
-        self.ino.get() == key.ino && self.home.dev() == key.dev
+        self.ino.get() == key.ino & INO_LOW && self.home.ino(0) == key.ino & !INO_LOW && self.home.dev() == key.dev
     }
 
     pub fn size(&self) -> u64 {

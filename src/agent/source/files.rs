@@ -605,7 +605,7 @@ const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
 /// bytes when it is opened.
 fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, contexts: &mut ContextPool) {
     t.set_resume(cp.offset);
-    contexts.set(&mut t.ctx, cp.context);
+    t.ctx = contexts.set(t.ctx, cp.context);
     t.set_unverified(true);
     t.set_fingerprint(cp.fingerprint);
     let held = t.set_times(cp.last_time_ns, cp.last_time_ns.unwrap_or(i64::MIN));

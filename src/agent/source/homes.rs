@@ -4,7 +4,10 @@
 //! path). A node has a few devices and at most [`MAX_DIRS`] logs dirs, and nearly
 //! every file of a dir is on the dir's device, so the pairs in use are few: an
 //! entry keeps the index of its pair, a *home*, rather than a device index and a
-//! dir index (2 bytes less in each of a million entries).
+//! dir index (2 bytes less in each of a million entries). The home also holds the
+//! top 16 bits of the file's inode number, which the entry then need not (2 bytes
+//! more): they are 0 on ext4 and nearly always on XFS and btrfs, and overlayfs puts
+//! the few numbers of its layers there, so a dir's files share them.
 //!
 //! The lists are process-wide and only grow: a home is a pair of numbers, so
 //! sources sharing a process share them harmlessly. Every lookup of a file by key
@@ -12,7 +15,7 @@
 //! The arrays' pages past the first are never touched, so they cost no memory.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release};
 use std::sync::Mutex;
 
 /// The most logs dirs (sessions) followed: a dir's index is 16 bits in a home.
@@ -24,7 +27,7 @@ pub const VACANT_DIR: u16 = u16::MAX;
 /// A vacant slot's home.
 pub const VACANT: Home = Home(u16::MAX);
 
-/// The index of a (device, logs dir) pair in [`HOMES`].
+/// The index of a (device, logs dir, inode's top bits) triple in [`HOMES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Home(u16);
 
@@ -33,54 +36,61 @@ pub struct Home(u16);
 static DEVICES: [AtomicU64; u16::MAX as usize] = [const { AtomicU64::new(0) }; u16::MAX as usize];
 static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
 
-/// The homes: a device's index in [`DEVICES`] in the high half, a dir's index in
-/// the low half. The last index is [`VACANT`], never stored.
-static HOMES: [AtomicU32; u16::MAX as usize] = [const { AtomicU32::new(0) }; u16::MAX as usize];
+/// The homes: a device's index in [`DEVICES`] in bits 32-47, an inode's top 16 bits
+/// in bits 16-31, a dir's index in the low 16. The last index is [`VACANT`], never
+/// stored.
+static HOMES: [AtomicU64; u16::MAX as usize] = [const { AtomicU64::new(0) }; u16::MAX as usize];
 
-/// The homes by pair, to add one: held while adding (devices too).
-static ADDING: Mutex<Option<HashMap<u32, u16>>> = Mutex::new(None);
+/// The homes by triple, to add one: held while adding (devices too).
+static ADDING: Mutex<Option<HashMap<u64, u16>>> = Mutex::new(None);
+
+/// The inode bits an entry keeps itself (the rest are its home's).
+pub const INO_LOW: u64 = (1 << 48) - 1;
 
 impl Home {
-    /// The home of a file on device `dev` in dir `dir` (added if new).
+    /// The home of file `ino` on device `dev` in dir `dir` (added if new).
     ///
     /// # Panics
     /// When 65,535 devices or homes are in use: a node follows at most
-    /// [`MAX_DIRS`] dirs, nearly all on one device each.
-    pub fn of(dev: u64, dir: u32) -> Home {
+    /// [`MAX_DIRS`] dirs, nearly all on one device each, with one inode prefix.
+    pub fn of(dev: u64, ino: u64, dir: u32) -> Home {
         if dir == VACANT_DIR as u32 {
             return VACANT;
         }
         debug_assert!(dir <= MAX_DIRS);
         let mut adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
         let d = device_index(dev);
-        let pair = (d as u32) << 16 | dir;
+        let triple = (d as u64) << 32 | (ino >> 48) << 16 | dir as u64;
         let homes = adding.get_or_insert_with(HashMap::new);
         let n = homes.len();
-        let i = *homes.entry(pair).or_insert_with(|| {
-            assert!(n < VACANT.0 as usize, "files in over 65,534 (device, logs dir) pairs");
-            HOMES[n].store(pair, Release);
+        let i = *homes.entry(triple).or_insert_with(|| {
+            assert!(n < VACANT.0 as usize, "files in over 65,534 (device, logs dir, inode prefix) triples");
+            HOMES[n].store(triple, Release);
             n as u16
         });
         Home(i)
     }
 
-    /// The same dir on this home's device.
+    /// The same device and inode prefix in dir `dir`.
     pub fn with_dir(self, dir: u32) -> Home {
-        Home::of(self.dev(), dir)
+        Home::of(self.dev(), self.ino(0), dir)
+    }
+
+    fn triple(self) -> Option<u64> {
+        (self != VACANT).then(|| HOMES[self.0 as usize].load(Acquire))
     }
 
     pub fn dev(self) -> u64 {
-        match self {
-            VACANT => 0,
-            Home(i) => DEVICES[(HOMES[i as usize].load(Acquire) >> 16) as usize].load(Acquire),
-        }
+        self.triple().map_or(0, |t| DEVICES[(t >> 32) as usize].load(Acquire))
+    }
+
+    /// The inode whose low 48 bits are `low`.
+    pub fn ino(self, low: u64) -> u64 {
+        self.triple().map_or(0, |t| (t >> 16 & 0xFFFF) << 48) | low
     }
 
     pub fn dir(self) -> u32 {
-        match self {
-            VACANT => VACANT_DIR as u32,
-            Home(i) => HOMES[i as usize].load(Acquire) & 0xFFFF,
-        }
+        self.triple().map_or(VACANT_DIR as u32, |t| (t & 0xFFFF) as u32)
     }
 }
 
@@ -106,19 +116,22 @@ mod tests {
         let mut seen = Vec::new();
         for &dev in &devs {
             for dir in [0, 1, MAX_DIRS, 300] {
-                let h = Home::of(dev, dir);
-                assert_eq!((h.dev(), h.dir()), (dev, dir));
-                assert_ne!(h, VACANT);
-                assert_eq!(Home::of(dev, dir), h, "the same pair is the same home");
-                assert_eq!(h.with_dir(dir + 1 - (dir == MAX_DIRS) as u32 * 2).dev(), dev);
-                seen.push(h);
+                for ino in [5, u64::MAX, 0xABCD << 48 | 9] {
+                    let h = Home::of(dev, ino, dir);
+                    assert_eq!((h.dev(), h.dir(), h.ino(ino & INO_LOW)), (dev, dir, ino));
+                    assert_ne!(h, VACANT);
+                    assert_eq!(Home::of(dev, ino ^ 1, dir), h, "the same triple is the same home");
+                    let moved = h.with_dir(dir + 1 - (dir == MAX_DIRS) as u32 * 2);
+                    assert_eq!((moved.dev(), moved.ino(7)), (dev, ino & !INO_LOW | 7));
+                    seen.push(h);
+                }
             }
         }
         let n = seen.len();
         seen.sort_by_key(|h| h.0);
         seen.dedup();
         assert_eq!(seen.len(), n, "different pairs are different homes");
-        assert_eq!(Home::of(5, VACANT_DIR as u32), VACANT);
+        assert_eq!(Home::of(5, 1, VACANT_DIR as u32), VACANT);
         assert_eq!(VACANT.dir(), VACANT_DIR as u32);
     }
 }

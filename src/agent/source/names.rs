@@ -14,13 +14,17 @@
 //! - `0x80..=0x83` and `0xFE`: one of the [`TOKENS`], the words every worker's files
 //!   are named with (`python-core-worker-`, `worker-`, `.out`, `.err`, `.log`): 9 to
 //!   21 bytes less a worker;
+//! - `0xC2`, `0xC3`: `worker-` or `python-core-worker-` then a run of 56 (a worker
+//!   id), packed in the 28 bytes that follow (the token and the run's marker in one);
 //! - `0xBE i`, `0xBF i` (after a `-`): a run of 8, the `i`th of the arena's
 //!   dictionary of such runs (the first 256 seen). A worker's job id is one, and the
-//!   few jobs of a node share it (3 bytes less a worker);
+//!   few jobs of a node share it (3 bytes less a worker); `0x01..=0x1F` alone: after
+//!   a `-`, one of the dictionary's first 31 (4 bytes less: a node runs few jobs);
 //! - `0xC0 v`, `0xC1 v`: `-` or `_` then the decimal number `v` (3 bytes, little
 //!   endian) of 5 to 7 digits, the first not `0`: a pid (a 7-digit pid is 1 byte
 //!   less than as a hex run, and after a `_`, as in a core worker's log, 2);
-//! - `0xFF b`: the byte `b` (non-ASCII UTF-8).
+//! - `0xFF b`: the byte `b` (non-ASCII UTF-8, and the control characters that the
+//!   dictionary's one-byte codes use, which no tool names files with anyway).
 //!
 //! A freed name leaves garbage; [`Names::compact`] rewrites the arena once garbage
 //! is most of it, and the table renumbers its entries.
@@ -50,13 +54,21 @@ const SHORT_RUN: usize = 8;
 /// A pid after a `-` and after a `_` (the run codes of fewer than [`MIN_RUN`]).
 const PID_DASH: u8 = 0xC0;
 const PID_UNDERSCORE: u8 = 0xC1;
+/// A worker's id after its token, and the length of the run it takes.
+const WORKER_IDS: [(u8, u8); 2] = [(0xC2, 0x81), (0xC3, 0x80)];
+const WORKER_ID_RUN: usize = 56;
+/// After a `-`, the dictionary's entry `c - 1` in one byte `c`.
+const SHORT_BYTES: std::ops::RangeInclusive<u8> = 0x01..=0x1F;
 /// The digits a pid code holds (fewer are as short as a hex run, 8 would take a job
 /// id's place, and no system numbers pids past 7).
 const PID_DIGITS: std::ops::RangeInclusive<usize> = 5..=7;
 
 /// Whether `c` is the marker of a run that a `-` came before.
 fn dash_run(c: u8) -> bool {
-    c == SHORT_DASH || c == PID_DASH || (0xC0 | MIN_RUN as u8..=0xC0 | MAX_RUN as u8).contains(&c)
+    c == SHORT_DASH
+        || SHORT_BYTES.contains(&c)
+        || c == PID_DASH
+        || (0xC0 | MIN_RUN as u8..=0xC0 | MAX_RUN as u8).contains(&c)
 }
 
 /// A pid code for `b`'s start (`-` or `_`, then 5 to 7 digits, the first not `0`,
@@ -83,6 +95,11 @@ const TOKENS: [(u8, &[u8]); 5] =
 
 fn token(code: u8) -> Option<&'static [u8]> {
     TOKENS.iter().find(|(c, _)| *c == code).map(|(_, t)| *t)
+}
+
+/// The word a code stands for, alone or with a worker id after it.
+fn word(code: u8) -> Option<&'static [u8]> {
+    token(WORKER_IDS.iter().find(|(c, _)| *c == code).map_or(code, |(_, t)| *t))
 }
 
 #[derive(Default)]
@@ -147,12 +164,12 @@ impl Names {
                 .any(|at| raw.get(at + head.len()).is_some_and(|&c| c == b'-' || dash_run(c))),
             _ => memchr::memmem::find(raw, needle).is_some(),
         };
-        found || TOKENS.iter().any(|(code, t)| memchr::memmem::find(t, needle).is_some() && raw.contains(code))
+        found || raw.iter().any(|&c| c >= 0x80 && word(c).is_some_and(|t| memchr::memmem::find(t, needle).is_some()))
     }
 
     /// The token name `n` starts with, if any (`worker-` for a worker's output).
     pub fn leading_token(&self, n: Name) -> Option<&'static [u8]> {
-        token(*self.raw(n).first()?)
+        word(*self.raw(n).first()?)
     }
 
     /// Whether `a` and `b` are the same name.
@@ -206,8 +223,15 @@ fn encode(rel: &str, out: &mut Vec<u8>, short: &mut dyn FnMut([u8; 4]) -> Option
         // Every token starts with one of these (a million names pass here at a restart).
         let token = matches!(b[i], b'p' | b'w' | b'.').then(|| TOKENS.iter().find(|(_, t)| b[i..].starts_with(t)));
         if let Some((code, t)) = token.flatten() {
-            out.push(*code);
             i += t.len();
+            match WORKER_IDS.iter().find(|(_, tc)| tc == code) {
+                Some((id, _)) if hex_run(&b[i..]) == WORKER_ID_RUN => {
+                    out.push(*id);
+                    out.extend(packed(&b[i..i + WORKER_ID_RUN]));
+                    i += WORKER_ID_RUN;
+                }
+                _ => out.push(*code),
+            }
             continue;
         }
         if let Some((marker, v, taken)) = pid(&b[i..]) {
@@ -225,13 +249,16 @@ fn encode(rel: &str, out: &mut Vec<u8>, short: &mut dyn FnMut([u8; 4]) -> Option
             short(key)
         });
         if let Some(Some(code)) = code {
-            out.extend_from_slice(&[if dash { SHORT_DASH } else { SHORT }, code]);
+            match code.checked_add(*SHORT_BYTES.start()) {
+                Some(c) if dash && SHORT_BYTES.contains(&c) => out.push(c),
+                _ => out.extend_from_slice(&[if dash { SHORT_DASH } else { SHORT }, code]),
+            }
             i = from + run;
         } else if run >= MIN_RUN {
             out.push(0x80 | if dash { DASH } else { 0 } | run as u8);
             out.extend(packed(&b[from..from + run]));
             i = from + run;
-        } else if b[i] < 0x80 {
+        } else if b[i] < 0x80 && !SHORT_BYTES.contains(&b[i]) {
             out.push(b[i]);
             i += 1;
         } else {
@@ -276,9 +303,19 @@ fn decode(enc: &[u8], shorts: &[[u8; 4]]) -> String {
                 unpack(&shorts[enc[i + 1] as usize], SHORT_RUN, &mut out);
                 i += 2;
             }
+            c if SHORT_BYTES.contains(&c) => {
+                out.push(b'-');
+                unpack(&shorts[(c - SHORT_BYTES.start()) as usize], SHORT_RUN, &mut out);
+                i += 1;
+            }
             c if token(c).is_some() => {
                 out.extend_from_slice(token(c).unwrap_or_default());
                 i += 1;
+            }
+            c if word(c).is_some() => {
+                out.extend_from_slice(word(c).unwrap_or_default());
+                unpack(&enc[i + 1..i + 1 + WORKER_ID_RUN / 2], WORKER_ID_RUN, &mut out);
+                i += 1 + WORKER_ID_RUN / 2;
             }
             c if c >= 0x80 => {
                 if c & DASH != 0 {
@@ -367,22 +404,38 @@ mod tests {
             "x_9999999.log_1000000-10000-0123456-12345678-123456a-99999",
             "-1234567",
             "_12345",
+            "a\u{1}b-\u{1f}\u{7f}\u{20}",
+            &format!("worker-{}", "a".repeat(56)),
+            &format!("worker-{}", "a".repeat(57)),
+            &format!("python-core-worker-{}-", "0".repeat(56)),
+            &format!("xworker-{}.err", "9".repeat(56)),
         ];
         let ids: Vec<Name> = cases.iter().map(|c| names.add(c)).collect();
         for (c, id) in cases.iter().zip(&ids) {
             assert_eq!(names.get(*id), *c);
         }
-        assert_eq!(names.raw(ids[0]).len(), 37, "a worker name packs its ids, dashes and words");
+        assert_eq!(names.raw(ids[0]).len(), 35, "a worker name packs its ids, dashes and words");
+        assert_eq!(
+            names.raw(ids[27]),
+            [b'a', ESCAPE, 1, b'b', b'-', ESCAPE, 0x1F, 0x7F, b' '],
+            "control bytes escaped"
+        );
+        assert_eq!(names.raw(ids[28]).len(), 29, "worker- and its id: one byte and the packed id");
+        assert_eq!(names.raw(ids[29]).len(), 31, "a longer run is the token and a run");
         for (c, id) in cases.iter().zip(&ids) {
             assert_eq!(names.encoded(c), names.raw(*id), "{c} looked up as stored");
         }
         assert_eq!(names.raw(ids[3]).len(), 17, "python-core-worker- is one byte");
         let big_pid = names.add(&worker.replace("12345", "1234567"));
-        assert_eq!(names.raw(big_pid).len(), 37, "a 7-digit pid takes no more than a 5-digit one");
+        assert_eq!(names.raw(big_pid).len(), 35, "a 7-digit pid takes no more than a 5-digit one");
         let core_log = names.add(&format!("python-core-worker-{:056x}_1234567.log", 0xA000123u64));
-        assert_eq!(names.raw(core_log).len(), 1 + 29 + 4 + 1, "token, id, pid, token");
+        assert_eq!(names.raw(core_log).len(), 1 + 28 + 4 + 1, "token and id, pid, token");
         assert!(names.has(ids[3], b"-core-") && !names.has(ids[0], b"-core-"));
         assert!(names.has(ids[1], b".out") && names.has(ids[3], b"worker"));
+        assert!(names.has(ids[0], b"worker-") && names.has(core_log, b"-core-worker"));
+        assert_eq!(names.leading_token(ids[0]), Some(&b"worker-"[..]));
+        assert_eq!(names.leading_token(core_log), Some(&b"python-core-worker-"[..]));
+        assert_eq!(names.leading_token(ids[31]), None);
         // A `-` that a run took in is still found at the end of a needle.
         let core = names.add("foo-core-abcd1234.log");
         assert!(names.has(core, b"-core-") && names.has(core, b"core-") && !names.has(core, b"-cores-"));
@@ -404,15 +457,56 @@ mod tests {
         for (j, id) in ids.iter().enumerate() {
             assert_eq!(names.get(*id), name(j as u32));
             assert_eq!(names.encoded(&name(j as u32)), names.raw(*id));
-            let coded = names.raw(*id).contains(&SHORT_DASH);
+            let raw = names.raw(*id);
+            // After the worker id's code and 28 bytes: the job id's code, or a run's marker.
+            let coded = raw[29] == SHORT_DASH || SHORT_BYTES.contains(&raw[29]);
             assert_eq!(coded, j < 256, "job {j}");
+            assert_eq!(
+                raw.len(),
+                if j < 31 {
+                    34
+                } else if j < 256 {
+                    35
+                } else {
+                    38
+                },
+                "job {j}"
+            );
         }
         assert!(!names.encoded("x-ffffffff-y").contains(&SHORT_DASH), "not in the full dictionary");
         let mut fresh = Names::default();
         let before = fresh.encoded("a-01000000-b");
         assert!(!before.contains(&SHORT_DASH) && fresh.shorts.is_empty(), "a lookup adds nothing");
         let id = fresh.add("a-01000000-b");
-        assert_eq!((fresh.raw(id).len(), fresh.encoded("a-01000000-b").as_slice()), (5, fresh.raw(id)));
+        assert_eq!((fresh.raw(id).len(), fresh.encoded("a-01000000-b").as_slice()), (4, fresh.raw(id)));
+    }
+
+    proptest::proptest! {
+        /// Names glued from the pieces the codes are made for (ids, pids, tokens, control
+        /// bytes) come back as they went in, and are found by what they were stored as.
+        #[test]
+        fn any_name_of_the_coded_pieces_round_trips(pieces in proptest::collection::vec(0usize..12, 0..12), seed: u64) {
+            let parts = ["worker-", "python-core-worker-", ".out", ".log", "-", "_", "\u{1}", "\u{1f}", "é"];
+            let mut names = Names::default();
+            let mut ids = Vec::new();
+            for k in 0..40u64 {
+                let mut name = String::new();
+                for (j, &p) in pieces.iter().enumerate() {
+                    let v = seed.wrapping_mul(k + 1).rotate_left(j as u32 * 7);
+                    match p {
+                        9 => name.push_str(&format!("{:056x}", v as u128 * v as u128)),
+                        10 => name.push_str(&format!("{:08x}", v % 40)),
+                        11 => name.push_str(&format!("{}", v % 10_000_000)),
+                        _ => name.push_str(parts[p]),
+                    }
+                }
+                ids.push((names.add(&name), name));
+            }
+            for (id, name) in &ids {
+                proptest::prop_assert_eq!(&names.get(*id), name);
+                proptest::prop_assert_eq!(names.encoded(name), names.raw(*id));
+            }
+        }
     }
 
     #[test]

@@ -149,7 +149,8 @@ impl Table {
     /// Gives file `key` the context `c` to resume in.
     pub fn set_context(&mut self, key: &FileKey, c: Option<Arc<SavedContext>>) {
         if let Some(i) = self.slot(key) {
-            self.contexts.set(&mut self.slots[i as usize].ctx, c);
+            let t = &mut self.slots[i as usize];
+            t.ctx = self.contexts.set(t.ctx, c);
         }
     }
 
@@ -241,7 +242,8 @@ impl Table {
         }
         self.unindex_path(i);
         let t = &mut self.slots[i as usize];
-        let old = std::mem::replace(&mut t.name, name);
+        let old = t.name;
+        t.name = name;
         t.set_dir(dir);
         self.names.free(old);
         self.index_path(i);
@@ -261,7 +263,8 @@ impl Table {
         let mut t =
             std::mem::replace(&mut self.slots[i as usize], Tracked::new(key, VACANT_DIR as u32, Name::NONE, 0, 0));
         self.names.free(t.name);
-        self.contexts.release(std::mem::replace(&mut t.ctx, super::contexts::Ctx::NONE));
+        self.contexts.release(t.ctx);
+        t.ctx = super::contexts::Ctx::NONE;
         self.free.push(i);
         self.len -= 1;
         Some(t)
