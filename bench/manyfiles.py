@@ -84,8 +84,8 @@ def files_watched(api):
 
 def delete_at_scale(a, proc, api, logs):
     """Deletes --delete of the (already read) worker files at once; reports how long
-    until the agent forgot them (`forget_after` is 1m here) and its RSS after. Returns
-    the files left."""
+    until the agent forgot them (`forget_after` is 1m here), its RSS then and 90 s
+    later. Returns the files left."""
     before, rss0 = files_watched(api), proc.rss()
     gone, logs = logs[:a.delete], logs[a.delete:]
     t0 = time.monotonic()
@@ -97,6 +97,13 @@ def delete_at_scale(a, proc, api, logs):
     time.sleep(5)
     print("deletion: tracked %d after %.0f s (%d dropped), RSS %.1f MiB (before %.1f), CPU so far %.1f s"
           % (files_watched(api), time.monotonic() - t0, before - files_watched(api), proc.rss(), rss0, proc.cpu()))
+    # A dropped file's position is kept where files resume from for `forget_after`
+    # more (a file found again continues where it stopped): memory comes back after.
+    t1, low = time.monotonic(), proc.rss()
+    while time.monotonic() - t1 < 90:
+        time.sleep(5)
+        low = min(low, proc.rss())
+    print("deletion: RSS %.1f MiB %.0f s after the drop (lowest %.1f)" % (proc.rss(), time.monotonic() - t1, low))
     return logs
 
 

@@ -130,11 +130,17 @@ impl Source {
     }
 
     /// Drops the positions of files gone for longer than `source.forget_after`, as
-    /// the checkpoint store does.
+    /// the checkpoint store does (at each listing, and every quarter of
+    /// `forget_after`, at most a minute apart).
     pub(super) fn expire_departed(&mut self) {
         let now = unix_now();
         let after = self.cfg.source.forget_after.as_secs();
+        let before = self.resume.len();
         self.resume.retain(|cp| cp.gone_since == 0 || now.saturating_sub(cp.gone_since) <= after);
+        if before - self.resume.len() > 1000 {
+            // Thousands of positions (a mass deletion) went: give the memory back.
+            crate::agent::trim_heap();
+        }
     }
 
     /// Reports as lost the files an earlier listing found that were gone before they

@@ -154,6 +154,9 @@ pub struct Source {
     max_open: usize,
     next_rescan: Instant,
     next_sweep: Instant,
+    /// When the positions of files gone past `forget_after` are next dropped (see
+    /// [`Source::expire_departed`]).
+    next_expire: Instant,
     next_gauges: Instant,
     /// When the table is next looked through for workers to forget (see [`quiet`]).
     next_forget: Instant,
@@ -231,6 +234,7 @@ impl Source {
             max_open: max_open.max(1),
             next_rescan: now,
             next_sweep: now,
+            next_expire: now,
             next_gauges: now,
             next_forget: now,
             watched,
@@ -332,6 +336,13 @@ impl Source {
         if now >= self.next_sweep {
             self.sweep();
             self.next_sweep = now + Duration::from_secs(1);
+        }
+        if now >= self.next_expire {
+            // Not only at listings: at a million files they are 20 minutes apart, and
+            // 100,000 files deleted at once held 20 MiB of positions that long.
+            self.expire_departed();
+            self.next_expire =
+                now + (self.cfg.source.forget_after / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
         }
         found
     }

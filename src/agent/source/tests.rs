@@ -361,6 +361,42 @@ fn a_closed_file_deleted_with_bytes_unread_is_counted_lost() {
     assert_eq!(rig.source.table.len(), 0, "forgotten once a listing confirmed it gone");
 }
 
+/// A closed file deleted is forgotten, its position kept should it be found again
+/// (it may have moved), and that position is dropped once `forget_after` has passed,
+/// without waiting for a listing (minutes apart on a large node).
+#[test]
+fn positions_of_deleted_files_go_after_forget_after_without_a_listing() {
+    let mut rig = Rig::with("expire", 8, true);
+    let files: Vec<PathBuf> = (1..=3).map(|n| rig.logs().join(worker(n))).collect();
+    for f in &files {
+        write(f, "line\n");
+    }
+    rig.round_sent(everything());
+    rounds(&mut rig, 5);
+    for f in &files {
+        let key = rig.key_of(f);
+        rig.source.close(key);
+        std::fs::remove_file(f).unwrap();
+    }
+    let all: Vec<&Path> = files.iter().map(|f| f.as_path()).collect();
+    rig.round_sent(paths(&all));
+    rounds(&mut rig, 10);
+    assert_eq!(rig.source.table.len(), 0, "forgotten once a listing confirmed them gone");
+    assert_eq!(rig.source.resume.len(), 3, "their positions are kept for forget_after");
+    let far = Instant::now() + Duration::from_secs(3600);
+    rig.source.next_rescan = far;
+    rig.source.next_expire = Instant::now();
+    rig.source.look(paths(&[]));
+    assert_eq!(rig.source.resume.len(), 3, "not yet: forget_after has not passed");
+    for cp in rig.source.resume.values_mut() {
+        cp.gone_since = cp.gone_since.saturating_sub(rig.source.cfg.source.forget_after.as_secs() + 1);
+    }
+    rig.source.next_expire = Instant::now();
+    rig.source.look(paths(&[]));
+    assert_eq!(rig.source.next_rescan, far, "no listing ran");
+    assert_eq!(rig.source.resume.len(), 0, "dropped once forget_after passed");
+}
+
 /// SIGTERM during start-up discovery: the listing stops within [`STOP_CHECK`]
 /// entries, nothing of the cut-short listing is tracked or counted missing, and the
 /// reader returns instead of reading. Without the flag the same tree is all tracked.
