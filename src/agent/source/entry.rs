@@ -2,15 +2,15 @@
 //!
 //! A node with a million finished workers keeps a million of these, so every
 //! byte is a megabyte: the device, logs dir and the inode's top 16 bits are a
-//! 2-byte index into a process-wide list of the few triples in use ([`Home`]), the parser context a
-//! 4-byte reference into the table's pool ([`Ctx`]), sizes and offsets 48 bits
-//! (256 TiB), the fingerprint's hash the 48 bits that count
+//! 2-byte index into a process-wide list of the few triples in use ([`Home`]),
+//! the parser context a 4-byte reference into the table's pool ([`Ctx`]), sizes
+//! and offsets 48 bits (256 TiB), the fingerprint's hash the 48 bits that count
 //! ([`Fingerprint::HASH_MASK`]) and its length (at most 1,025) shares 16 bits
 //! with the flags, where the file stands in time is 4 bytes from the last
 //! record's time (or, rarely, kept by the table), and the entry is packed to an
-//! alignment of 2, so that no padding rounds it up to a multiple of 4 or 8. What the
-//! reader asks about a file also depends on whether it is open: [`View`] pairs an
-//! entry with its open state.
+//! alignment of 2, so that no padding rounds it up to a multiple of 4 or 8. What
+//! the reader asks about a file also depends on whether it is open: [`View`]
+//! pairs an entry with its open state.
 
 use std::time::Instant;
 
@@ -86,7 +86,7 @@ impl U64 {
 pub struct Tracked {
     /// The inode's low 48 bits (the rest are the home's).
     ino: U48,
-    /// Its device and logs dir (see [`Tracked::dir`]).
+    /// Its device, logs dir and the top 16 bits of its inode (see [`Tracked::dir`]).
     home: Home,
     /// Path inside the logs dir (`events/event_GCS.log`), in the table's [`Names`](super::names::Names).
     pub name: Name,
