@@ -180,7 +180,7 @@ impl Tracked {
 
     /// Whether this is file `key` (looking its device up only if the inode is its).
     pub fn is(&self, key: &FileKey) -> bool {
-        self.ino.get() == key.ino & INO_LOW && self.home.ino(0) == key.ino & !INO_LOW && self.home.dev() == key.dev
+        self.ino.get() == key.ino & INO_LOW && self.home.holds(key.dev, key.ino)
     }
 
     pub fn size(&self) -> u64 {

@@ -84,6 +84,12 @@ impl Home {
         self.triple().map_or(0, |t| DEVICES[(t >> 32) as usize].load(Acquire))
     }
 
+    /// Whether a file on device `dev` whose inode has the top bits of `ino` lives
+    /// here (one load of the triple: every lookup by key asks).
+    pub fn holds(self, dev: u64, ino: u64) -> bool {
+        self.triple().is_some_and(|t| t >> 16 & 0xFFFF == ino >> 48 && DEVICES[(t >> 32) as usize].load(Acquire) == dev)
+    }
+
     /// The inode whose low 48 bits are `low`.
     pub fn ino(self, low: u64) -> u64 {
         self.triple().map_or(0, |t| (t >> 16 & 0xFFFF) << 48) | low
@@ -121,6 +127,7 @@ mod tests {
                     assert_eq!((h.dev(), h.dir(), h.ino(ino & INO_LOW)), (dev, dir, ino));
                     assert_ne!(h, VACANT);
                     assert_eq!(Home::of(dev, ino ^ 1, dir), h, "the same triple is the same home");
+                    assert!(h.holds(dev, ino ^ 1) && !h.holds(dev, ino ^ 1 << 48) && !h.holds(dev ^ 1, ino));
                     let moved = h.with_dir(dir + 1 - (dir == MAX_DIRS) as u32 * 2);
                     assert_eq!((moved.dev(), moved.ino(7)), (dev, ino & !INO_LOW | 7));
                     seen.push(h);
