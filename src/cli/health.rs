@@ -14,11 +14,11 @@ use clap::{Args, ValueEnum};
 use super::InputArgs;
 use crate::discover::discover;
 use crate::filter::{parse_time, Filter};
+use crate::health::sieve::needed;
 use crate::health::template::template_into;
 use crate::health::Collector;
-use crate::scan::scan_noted;
-use crate::scan::Note;
-use raylog_parsers::Level;
+use crate::scan::{scan_noted, Note, Seen};
+use raylog_parsers::{Level, Record};
 
 /// Output formats of `health`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -97,7 +97,9 @@ pub fn run(a: HealthArgs) -> Result<u8> {
         }
         error
     };
-    let report = scan_noted(&disc, &cfg, &|_| true, Some(note), &mut progress, &mut |r, template| {
+    // On many threads only what can change the report is handed over.
+    let keep = |r: &Record<'_>, seen: &mut Seen| (all || filter.matches(r)) && needed(r, seen);
+    let report = scan_noted(&disc, &cfg, &keep, Some(note), &mut progress, &mut |r, template| {
         if all || filter.matches(r) {
             collector.observe_noted(r, template)
         }

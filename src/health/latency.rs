@@ -117,10 +117,10 @@ pub struct Collector {
 impl Collector {
     /// Takes in one record of GCS or a raylet holding `Event stats:` blocks.
     pub fn observe(&mut self, r: &Record<'_>) {
-        let comp = r.component();
-        if r.lines < 2 || !(comp == "gcs_server" || comp == "raylet") || r.fields.get("io_context").is_none() {
+        if !observes(r) {
             return;
         }
+        let comp = r.component();
         for b in event_stats::parse(r.message) {
             let key = (comp.to_string(), r.file.session.clone(), r.pid, b.io_context.to_string());
             let acc = self.procs.entry(key).or_default();
@@ -275,6 +275,13 @@ fn process_row(key: (String, Option<String>, Option<u32>, String), acc: Acc) -> 
             rows
         },
     }
+}
+
+/// Whether [`Collector::observe`] takes anything from `r`: a multi-line record of
+/// GCS or a raylet with an `io_context` (an `Event stats:` block).
+pub fn observes(r: &Record<'_>) -> bool {
+    let comp = r.component();
+    r.lines >= 2 && (comp == "gcs_server" || comp == "raylet") && r.fields.get("io_context").is_some()
 }
 
 /// A node coming or going, as GCS registers it (`Finished registering node info`)

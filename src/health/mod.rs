@@ -9,13 +9,15 @@
 //! which merges, groups and counts them, and [`text`] or serde (JSON) print the
 //! [`report::Report`]. [`template`] turns ERROR messages into
 //! groupable templates for `top_errors`. [`latency`] reads GCS's and the raylets'
-//! `Event stats:` blocks into the report's `latency` section.
+//! `Event stats:` blocks into the report's `latency` section. [`sieve`] says which
+//! records can change a collector, so parse workers hand over only those.
 
 pub mod detect;
 pub mod latency;
 pub mod log_line;
 pub mod ray_event;
 pub mod report;
+pub mod sieve;
 pub mod template;
 pub mod text;
 

@@ -353,10 +353,8 @@ impl Collector {
 
     /// Facts other records state: pids of workers, classes and names of actors.
     fn learn(&mut self, r: &Record<'_>) {
-        let comp = r.component();
         if let (Some(w), Some(pid)) = (r.ids.worker_id, r.pid) {
-            // A Ray event names a worker's pid first hand (its definition, an actor's ALIVE).
-            if matches!(comp, "worker" | "core_worker" | "ray_event") {
+            if super::sieve::names_pid(r) {
                 self.pids.entry(w).or_insert(pid);
             }
         }
@@ -364,9 +362,7 @@ impl Collector {
             self.task_names.entry(t).or_insert_with(|| n.to_string());
         }
         let Some(a) = r.ids.actor_id else { return };
-        if comp == "export_event" && r.message.starts_with("EXPORT_ACTOR")
-            || comp == "ray_event" && r.message.starts_with("ACTOR_DEFINITION_EVENT")
-        {
+        if super::sieve::defines_actor(r) {
             let word = |k| crate::trace::facts::export_word(r.message, k);
             if let Some(c) = word("class_name") {
                 self.classes.insert(a, c);
@@ -376,13 +372,10 @@ impl Collector {
             }
             return;
         }
-        if comp != "worker" || self.classes.contains_key(&a) {
+        if r.component() != "worker" || self.classes.contains_key(&a) {
             return;
         }
-        // An actor task's name starts with the class (`Phoenix.hello`); without
-        // one, the `:actor_name:` marker names the class.
-        let class = r.task_name.and_then(|t| t.split_once('.')).map(|(c, _)| c).or(r.actor_name);
-        if let Some(c) = class {
+        if let Some(c) = super::sieve::worker_class(r) {
             self.classes.insert(a, c.to_string());
         }
     }

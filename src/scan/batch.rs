@@ -7,10 +7,12 @@
 //! record (`health`: an error's template) is worked out on the worker too and
 //! handed over with it, so that work leaves the calling thread.
 
+use std::collections::HashSet;
 use std::ops::Range;
 
+use raylog_parsers::id::IdMapState;
 use raylog_parsers::record::{FieldValue, Fields, Ids};
-use raylog_parsers::{FileMeta, Level, Record, Timestamp};
+use raylog_parsers::{FileMeta, Id, Level, Record, Timestamp};
 
 use super::parallel::Fold;
 
@@ -48,6 +50,8 @@ pub struct Batch {
     text: String,
     recs: Vec<Rec>,
     fields: Vec<Pair>,
+    /// What the caller's [`Keep`] remembers of the segment so far.
+    seen: Seen,
 }
 
 impl Batch {
@@ -130,8 +134,42 @@ impl Batch {
     }
 }
 
-/// Which records a caller needs; the others are not copied.
-pub type Keep<'a> = &'a (dyn Fn(&Record<'_>) -> bool + Sync);
+/// Which records a caller needs; the others are not copied. It is asked of every
+/// record of a segment in order, with the segment's [`Seen`].
+pub type Keep<'a> = &'a (dyn Fn(&Record<'_>, &mut Seen) -> bool + Sync);
+
+/// What a [`Keep`] remembers of the segment it is sifting, for a caller that needs
+/// only the first record of a segment to say something (`health` learns a worker's
+/// pid from the first record that names both). The records a worker copies are a
+/// run of the serial order, so the first of a run is at least as early as any the
+/// caller could still learn from; the rest are not copied.
+#[derive(Default)]
+pub struct Seen {
+    ids: HashSet<(u8, Id), IdMapState>,
+    /// The last id asked per kind: a file's records name the same few ids over and
+    /// over, and comparing is cheaper than hashing.
+    last: [Option<Id>; Seen::KINDS],
+}
+
+impl Seen {
+    /// Kinds are `0..KINDS`.
+    pub const KINDS: usize = 4;
+
+    /// True the first time `(kind, id)` is asked in this segment.
+    pub fn first(&mut self, kind: u8, id: Id) -> bool {
+        let last = &mut self.last[kind as usize];
+        if *last == Some(id) {
+            return false;
+        }
+        *last = Some(id);
+        self.ids.insert((kind, id))
+    }
+
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.last = [None; Seen::KINDS];
+    }
+}
 
 /// What a caller works out of a record it keeps, on the worker: appended to the
 /// string, or false for nothing.
@@ -148,7 +186,7 @@ impl Fold for Copy<'_> {
     type Piece = Batch;
 
     fn add(&self, b: &mut Batch, r: &Record<'_>) {
-        if (self.keep)(r) {
+        if (self.keep)(r, &mut b.seen) {
             b.push(r, self.note);
         }
     }
@@ -158,5 +196,6 @@ impl Fold for Copy<'_> {
         b.text.clear();
         b.recs.clear();
         b.fields.clear();
+        b.seen.clear();
     }
 }

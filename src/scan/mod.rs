@@ -14,7 +14,7 @@
 
 mod archive;
 mod batch;
-pub use batch::{Keep, Note};
+pub use batch::{Keep, Note, Seen};
 mod flow;
 pub mod parallel;
 mod pass_one;
@@ -65,7 +65,7 @@ pub fn scan(
     progress: &mut dyn FnMut(u64),
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> ScanReport {
-    scan_where(disc, cfg, &|_| true, progress, on_record)
+    scan_where(disc, cfg, &|_, _| true, progress, on_record)
 }
 
 /// [`scan`], for a caller that ignores the records `keep` says no to: on many

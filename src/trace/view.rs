@@ -172,13 +172,33 @@ pub fn summary_json(s: &Summary) -> J {
 
 /// The whole `--format json` document, with a final newline.
 pub fn write_json(s: &Summary, entries: &[Entry]) -> String {
+    let mut out = document_head(s);
+    for (i, e) in entries.iter().enumerate() {
+        write_record(&mut out, i, e);
+    }
+    out.push_str(document_tail(entries.is_empty()));
+    out
+}
+
+/// Record `i` of the `records` array, with the separator before it.
+pub fn write_record(out: &mut String, i: usize, e: &Entry) {
+    out.push_str(if i == 0 { "\n    " } else { ",\n    " });
+    e.write_json(out);
+}
+
+/// The document up to its first record: the summary and the opening of `records`.
+pub fn document_head(s: &Summary) -> String {
     let mut out = String::from("{\n  \"summary\": ");
     summary_json(s).write_pretty(&mut out, 1);
     out.push_str(",\n  \"records\": [");
-    for (i, e) in entries.iter().enumerate() {
-        out.push_str(if i == 0 { "\n    " } else { ",\n    " });
-        e.write_json(&mut out);
-    }
-    out.push_str(if entries.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" });
     out
+}
+
+/// The document after its last record ([`write_record`]s follow [`document_head`]).
+pub fn document_tail(no_records: bool) -> &'static str {
+    if no_records {
+        "]\n}\n"
+    } else {
+        "\n  ]\n}\n"
+    }
 }

@@ -74,6 +74,20 @@ fn first_id(ndjson: &[u8], key: &str) -> Option<String> {
     Some(text[at..at + text[at..].find('"')?].to_string())
 }
 
+/// The middle of the records' times (RFC 3339).
+fn middle_time(ndjson: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(ndjson);
+    let mut times: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let at = l.find("\"timestamp\":\"")? + 13;
+            Some(&l[at..at + l[at..].find('"')?])
+        })
+        .collect();
+    times.sort_unstable();
+    times.get(times.len() / 2).map(|t| t.to_string())
+}
+
 #[test]
 fn health_and_trace_on_threads_give_the_serial_output() {
     let dirs = fixture_dirs();
@@ -82,6 +96,11 @@ fn health_and_trace_on_threads_give_the_serial_output() {
         let (health, _, _) = same_for_any_threads_of(&["health", "--format", "json"], &[d]);
         assert!(health.len() > 100, "{}", d.display());
         let (records, _, _) = parse_with(1, &[d]);
+        // The workers sift by the time filter before they keep a worker's first record.
+        let mid = middle_time(&records).expect("timed records");
+        let (since, _, _) = same_for_any_threads_of(&["health", "--format", "json", "--since", &mid], &[d]);
+        let (until, _, _) = same_for_any_threads_of(&["health", "--format", "json", "--until", &mid], &[d]);
+        assert!(since != health || until != health, "{}: a filter at {mid} changes the report", d.display());
         for (flag, key) in
             [("--actor-id", "actor_id"), ("--task-id", "task_id"), ("--job-id", "job_id"), ("--worker-id", "worker_id")]
         {
