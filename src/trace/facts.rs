@@ -4,9 +4,12 @@
 //! Ray states these things in prose that changed between versions (2.9 writes ids
 //! before the verb, 2.4x+ appends `key=value` pairs, events say `Worker exit type:`),
 //! so each reader accepts every wording seen in the fixtures. They run only on the
-//! records of one trace, after the scan, so plain regexes are fast enough.
+//! records of one trace, after the scan, so plain regexes are fast enough behind a
+//! literal search that turns away most messages.
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
+
+use memchr::memmem::Finder;
 
 use regex::Regex;
 
@@ -83,6 +86,12 @@ pub fn exit_fact(component: &str, m: &str, label: Option<&str>) -> Option<ExitFa
         }
         return None;
     }
+    // Every statement below names an exit: one search (with a searcher built once)
+    // turns away the prints that make up most of a trace.
+    static EXIT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("exit"));
+    if EXIT.find(m.as_bytes()).is_none() && !m.starts_with("Exit signal received") {
+        return None;
+    }
     if m.contains("Worker exit type: ") && label.is_none_or(|l| l == "RAY_WORKER_FAILURE") {
         return fact(
             ExitSource::Event,
@@ -104,7 +113,10 @@ pub fn exit_fact(component: &str, m: &str, label: Option<&str>) -> Option<ExitFa
 
 /// The signal of a crash dump (`*** SIGSEGV received at time=…`).
 pub fn crash_signal(msg: &str) -> Option<String> {
+    // The literal first: the regex's captures cost an allocation per message.
+    static SIG: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("*** SIG"));
     static RE: OnceLock<Regex> = OnceLock::new();
+    SIG.find(msg.as_bytes())?;
     re(&RE, r"\*\*\* (SIG[A-Z]+) received").captures(msg).map(|c| c[1].to_string())
 }
 
