@@ -142,9 +142,8 @@ fn word_after(msg: &str, label: &str) -> Option<String> {
 
 /// Reads GCS's actor-failure line (both the 2.9 and the 2.4x+ wording).
 pub fn actor_failure(msg: &str) -> Option<ActorFailure> {
-    if !msg.contains("is failed on worker") {
-        return None;
-    }
+    static FAILED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("is failed on worker"));
+    FAILED.find(msg.as_bytes())?;
     Some(ActorFailure {
         death_context: word_after(msg, "death context type = "),
         remaining_restarts: number_after(msg, "remaining_restarts = "),

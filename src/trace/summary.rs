@@ -5,8 +5,9 @@
 //! so it can only state what the logs given contain; fields nothing spoke for are
 //! left out rather than guessed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use raylog_parsers::id::IdMapState;
 use raylog_parsers::{Id, Timestamp};
 
 use super::entry::Entry;
@@ -148,13 +149,15 @@ fn actor_name(own: &[&Entry], class: Option<&str>) -> Option<String> {
 fn actor_summary(id: &str, own: &[&Entry], k: &Knowledge) -> ActorSummary {
     let mut workers: Vec<&Id> = k.workers.iter().collect();
     workers.sort_by_key(|w| w.as_str().to_string());
-    let mut incarnations: Vec<Life> = workers
-        .into_iter()
-        .map(|w| {
-            let es: Vec<&Entry> = own.iter().copied().filter(|e| e.worker() == Some(*w)).collect();
-            life_of(*w, &es)
-        })
-        .collect();
+    // Each entry's worker once (it may be read out of the text), not once per worker.
+    let mut of_worker: HashMap<Id, Vec<&Entry>, IdMapState> = HashMap::default();
+    for e in own.iter().copied() {
+        if let Some(w) = e.worker().filter(|w| k.workers.contains(w)) {
+            of_worker.entry(w).or_default().push(e);
+        }
+    }
+    let mut incarnations: Vec<Life> =
+        workers.into_iter().map(|w| life_of(*w, of_worker.get(w).map_or(&[][..], |es| es.as_slice()))).collect();
     incarnations.sort_by_key(|l| l.start);
     let class = actor_class(own, &incarnations);
     let name = actor_name(own, class.as_deref());
