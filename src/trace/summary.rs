@@ -152,7 +152,7 @@ fn actor_summary(id: &str, own: &[&Entry], k: &Knowledge) -> ActorSummary {
     // Each entry's worker once (it may be read out of the text), not once per worker.
     let mut of_worker: HashMap<Id, Vec<&Entry>, IdMapState> = HashMap::default();
     for e in own.iter().copied() {
-        if let Some(w) = e.worker().filter(|w| k.workers.contains(w)) {
+        if let Some(w) = e.worker() {
             of_worker.entry(w).or_default().push(e);
         }
     }
