@@ -271,6 +271,46 @@ mod tests {
     }
 
     #[test]
+    fn every_exit_wording_passes_the_literal_search() {
+        let read = |comp, m| exit_fact(comp, m, None).map(|f| (f.source, f.exit_type));
+        let t = |s: &str| Some(s.to_string());
+        let cases = [
+            (
+                "core_worker",
+                "Worker exit type: SYSTEM_ERROR Worker exit detail: died",
+                ExitSource::Event,
+                "SYSTEM_ERROR",
+            ),
+            (
+                "core_worker",
+                "Disconnect, exit_type=INTENDED_USER_EXIT, exit_detail=bye",
+                ExitSource::Disconnect,
+                "INTENDED_USER_EXIT",
+            ),
+            ("worker", "Executing worker exit: USER_ERROR - raised", ExitSource::Intent, "USER_ERROR"),
+            (
+                "core_worker",
+                "Exit signal received, exit_type=SYSTEM_ERROR, detail=x",
+                ExitSource::Intent,
+                "SYSTEM_ERROR",
+            ),
+            (
+                "gcs_server",
+                "Worker 78 on node b4 exits, type=NODE_OUT_OF_MEMORY",
+                ExitSource::Gcs,
+                "NODE_OUT_OF_MEMORY",
+            ),
+        ];
+        for (comp, m, source, ty) in cases {
+            assert_eq!(read(comp, m), Some((source, t(ty))), "{m}");
+        }
+        assert_eq!(read("worker", "step 5: the loop exited cleanly"), None);
+        assert_eq!(read("worker", "Exit code 0"), None);
+        assert_eq!(crash_signal("*** SIG received"), None);
+        assert_eq!(crash_signal("** SIGSEGV received"), None);
+    }
+
+    #[test]
     fn json_paths_and_short_text() {
         let j = r#"{"death_cause":{"ctx":{"error_message":"a\nb","pid":5}},"name":""}"#;
         assert_eq!(json_path(j, &["death_cause", "ctx", "error_message"]), Some("a\nb".into()));
