@@ -87,7 +87,7 @@ pub fn run(a: TraceArgs) -> Result<u8> {
             b.inc(n)
         }
     };
-    let got = collect(&disc, &cfg, &target, a.context, &mut progress);
+    let got = collect(&disc, &cfg, &target, a.context, a.format == TraceFormat::Json, &mut progress);
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -8,12 +8,13 @@
 
 use std::collections::VecDeque;
 
+use raylog_parsers::ndjson::write_record;
 use raylog_parsers::Record;
 
 use super::entry::Entry;
 use super::select::{Kind, Knowledge, Target};
 use crate::discover::{Discovered, Origin};
-use crate::scan::{scan_noted, scan_where, ScanConfig, ScanReport, Seen};
+use crate::scan::{scan_noted, scan_where, Note, ScanConfig, ScanReport, Seen};
 
 /// The outcome of collecting a trace.
 #[derive(Debug)]
@@ -35,6 +36,8 @@ struct Collector<'a> {
     ring: VecDeque<Option<Entry>>,
     entries: Vec<Entry>,
     seq: u64,
+    /// Entries keep their JSON (`--format json`).
+    json: bool,
     buf: Vec<u8>,
 }
 
@@ -61,7 +64,16 @@ impl Collector<'_> {
             return;
         }
         self.seq += 1;
-        let entry = Entry::from_record(r, self.seq, &mut self.buf, json);
+        let json = match (self.json, json) {
+            (false, _) => None,
+            (true, Some(j)) => Some(j.as_bytes()),
+            (true, None) => {
+                self.buf.clear();
+                write_record(&mut self.buf, r);
+                Some(&self.buf[..])
+            }
+        };
+        let entry = Entry::from_record(r, self.seq, json);
         if !selected {
             self.push_ring(Some(entry));
             return;
@@ -100,12 +112,15 @@ pub fn passes(disc: &Discovered, target: &Target) -> u64 {
 }
 
 /// Scans `disc` and returns the trace of `target` with `context` records before
-/// each error. `progress` gets bytes read, over all passes.
+/// each error; with `json`, each entry keeps its record's JSON (for `--format
+/// json`: text output needs none, and making it was a good part of a large trace's
+/// work). `progress` gets bytes read, over all passes.
 pub fn collect(
     disc: &Discovered,
     cfg: &ScanConfig,
     target: &Target,
     context: usize,
+    json: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Collected {
     let mut knowledge = Knowledge::default();
@@ -121,20 +136,22 @@ pub fn collect(
         ring: VecDeque::with_capacity(context + 1),
         entries: vec![],
         seq: 0,
+        json,
         buf: Vec::with_capacity(4096),
     };
     // Without context, a record neither selected nor teaching anything is dropped.
     let keep = |r: &Record<'_>, _: &mut Seen| context > 0 || target.may_teach(r) || target.may_select(r);
     // On many threads the workers write the NDJSON of each record that may be
     // selected: of a large trace, most of what the calling thread did per entry.
-    let json = |r: &Record<'_>, out: &mut String| {
+    let write = |r: &Record<'_>, out: &mut String| {
         let may = target.may_select(r);
         if may {
             super::entry::write_json(r, out);
         }
         may
     };
-    let report = scan_noted(disc, cfg, &keep, Some(&json), progress, &mut |r, json| c.on_record(r, json));
+    let note: Option<Note<'_>> = if json { Some(&write) } else { None };
+    let report = scan_noted(disc, cfg, &keep, note, progress, &mut |r, json| c.on_record(r, json));
     let mut entries = c.entries;
     // An entry is large (its ids are inline): sorting the keys and moving each
     // entry once beats moving entries through every merge of a stable sort.

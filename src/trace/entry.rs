@@ -82,17 +82,11 @@ pub fn write_json(r: &Record<'_>, out: &mut String) {
 }
 
 impl Entry {
-    /// Copies what the trace needs out of `r`. `buf` is a reused scratch buffer;
-    /// `json` is `r`'s NDJSON line when it was written already ([`write_json`]).
-    pub fn from_record(r: &Record<'_>, seq: u64, buf: &mut Vec<u8>, json: Option<&str>) -> Entry {
-        let json = match json {
-            Some(j) => j.as_bytes(),
-            None => {
-                buf.clear();
-                write_record(buf, r);
-                buf
-            }
-        };
+    /// Copies what the trace needs out of `r`. `json` is `r`'s NDJSON line
+    /// ([`write_json`]) when the trace is printed as JSON; without it the entry
+    /// keeps no JSON (text output does not use it) and [`Entry::write_json`] must
+    /// not be called.
+    pub fn from_record(r: &Record<'_>, seq: u64, json: Option<&[u8]>) -> Entry {
         let event_data = match r.fields.get("event_data") {
             Some(FieldValue::Json(j)) => Some(j.to_string()),
             _ => None,
@@ -117,7 +111,7 @@ impl Entry {
             event_data,
             context: false,
             seq,
-            body: body_of(json, r.timestamp.is_some()),
+            body: json.map_or_else(String::new, |j| body_of(j, r.timestamp.is_some())),
         }
     }
 
@@ -146,6 +140,7 @@ impl Entry {
             out.push_str(&t.to_rfc3339());
             out.push_str("\",");
         }
+        debug_assert!(!self.body.is_empty(), "an entry made without its JSON is written as JSON");
         out.push_str(&self.body);
         if self.context {
             out.push_str(",\"context\":true");
