@@ -257,7 +257,9 @@ fn level_colour(l: Option<Level>) -> &'static str {
     }
 }
 
-/// One timeline line (and its continuation lines) for `e`.
+/// One timeline line (and its continuation lines) for `e`, written in place: a
+/// large trace has tens of thousands, and a string per column cost more than the
+/// text itself.
 pub fn write_line(out: &mut String, e: &Entry, c: &Clock, colour: bool) {
     let colour_of = if !colour {
         ""
@@ -267,26 +269,44 @@ pub fn write_line(out: &mut String, e: &Entry, c: &Clock, colour: bool) {
         level_colour(e.level)
     };
     let reset = if colour_of.is_empty() { "" } else { RESET };
-    let who = match e.pid.filter(|_| e.file_worker) {
-        Some(p) => format!("{}[{p}]", e.component),
-        None => e.component.clone(),
-    };
-    let mark = if e.inferred || e.estimated { '~' } else { ' ' };
-    let prefix = format!(
-        "{} {:<12}{mark} {:<7} {:<20} {:<8}  ",
-        if e.context { '-' } else { ' ' },
-        c.fmt(e.timestamp),
-        e.level.map_or("", |l| l.as_str()),
-        who,
-        short_id(e.ids.node_id),
-    );
     out.push_str(colour_of);
-    let indent = " ".repeat(prefix.chars().count());
+    let start = out.len();
+    out.push(if e.context { '-' } else { ' ' });
+    out.push(' ');
+    padded(out, 12, |o| o.push_str(&c.fmt(e.timestamp)));
+    out.push(if e.inferred || e.estimated { '~' } else { ' ' });
+    out.push(' ');
+    padded(out, 7, |o| o.push_str(e.level.map_or("", |l| l.as_str())));
+    out.push(' ');
+    padded(out, 20, |o| {
+        o.push_str(&e.component);
+        if let Some(p) = e.pid.filter(|_| e.file_worker) {
+            let _ = write!(o, "[{p}]");
+        }
+    });
+    out.push(' ');
+    let node = e.ids.node_id;
+    padded(out, 8, |o| o.push_str(node.as_ref().map_or("-", |i| &i.as_str()[..i.len().min(8)])));
+    out.push_str("  ");
+    let width = out[start..].chars().count();
     for (i, l) in e.message.split('\n').enumerate() {
-        let line = format!("{}{l}", if i == 0 { prefix.as_str() } else { indent.as_str() });
+        let line = if i == 0 { start } else { out.len() };
+        if i > 0 {
+            out.extend(std::iter::repeat_n(' ', width));
+        }
+        out.push_str(l);
         // No trailing blanks for empty lines (an empty print, a gap in a state dump).
-        out.push_str(line.trim_end_matches(' '));
+        let kept = out[line..].trim_end_matches(' ').len();
+        out.truncate(line + kept);
         out.push('\n');
     }
     out.push_str(reset);
+}
+
+/// What `write` appends, padded with spaces to `width` characters (as `{:<width}`).
+fn padded(out: &mut String, width: usize, write: impl FnOnce(&mut String)) {
+    let from = out.len();
+    write(out);
+    let n = out[from..].chars().count();
+    out.extend(std::iter::repeat_n(' ', width.saturating_sub(n)));
 }
