@@ -310,3 +310,75 @@ fn padded(out: &mut String, width: usize, write: impl FnOnce(&mut String)) {
     let n = out[from..].chars().count();
     out.extend(std::iter::repeat_n(' ', width.saturating_sub(n)));
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use raylog_parsers::Options;
+
+    use super::*;
+    use crate::discover::discover;
+    use crate::scan::ScanConfig;
+    use crate::trace::{collect, Kind, Target};
+
+    /// `write_line` as it was first written, a string per column: the reference.
+    fn reference(e: &Entry, c: &Clock, colour: bool) -> String {
+        let mut out = String::new();
+        let colour_of = if !colour {
+            ""
+        } else if e.context {
+            DIM
+        } else {
+            level_colour(e.level)
+        };
+        let reset = if colour_of.is_empty() { "" } else { RESET };
+        let who = match e.pid.filter(|_| e.file_worker) {
+            Some(p) => format!("{}[{p}]", e.component),
+            None => e.component.clone(),
+        };
+        let mark = if e.inferred || e.estimated { '~' } else { ' ' };
+        let prefix = format!(
+            "{} {:<12}{mark} {:<7} {:<20} {:<8}  ",
+            if e.context { '-' } else { ' ' },
+            c.fmt(e.timestamp),
+            e.level.map_or("", |l| l.as_str()),
+            who,
+            short_id(e.ids.node_id),
+        );
+        out.push_str(colour_of);
+        let indent = " ".repeat(prefix.chars().count());
+        for (i, l) in e.message.split('\n').enumerate() {
+            let line = format!("{}{l}", if i == 0 { prefix.as_str() } else { indent.as_str() });
+            out.push_str(line.trim_end_matches(' '));
+            out.push('\n');
+        }
+        out.push_str(reset);
+        out
+    }
+
+    #[test]
+    fn lines_written_in_place_are_the_reference_lines() {
+        let cfg = ScanConfig { opts: Options::default(), stdin_name: None, fixed_mtime: None, threads: 1 };
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut lines = 0;
+        for (dir, job) in
+            [("ray-2.60-text", "01000000"), ("ray-2.60-health", "01000000"), ("ray-2.9-plain", "01000000")]
+        {
+            let disc = discover(&[root.join(dir)]);
+            let target = Target::parse(Kind::Job, job).expect("a job id");
+            // With context: context records (dimmed) and errors (coloured) too.
+            let got = collect(&disc, &cfg, &target, 3, false, &mut |_| {});
+            let clock = Clock::for_entries(&got.entries);
+            for e in &got.entries {
+                for colour in [false, true] {
+                    let mut out = String::from("before ");
+                    write_line(&mut out, e, &clock, colour);
+                    assert_eq!(out, format!("before {}", reference(e, &clock, colour)), "{dir} {}", e.message);
+                    lines += 1;
+                }
+            }
+        }
+        assert!(lines > 1000, "{lines} lines compared");
+    }
+}
