@@ -108,17 +108,11 @@ pub fn run(a: TraceArgs) -> Result<u8> {
         TraceFormat::Json => write_record(out, i, e),
         TraceFormat::Text => write_line(out, e, &clock, colour),
     };
-    let make_summary = || summarize(target.kind, &full_id, &got.entries, &got.knowledge);
     // The summary and the records' lines depend on the entries alone: on many
     // threads they are made side by side.
-    let (summary, records) = if cfg.threads > 1 && got.entries.len() >= PARALLEL_RENDER {
-        std::thread::scope(|s| {
-            let records = s.spawn(|| render(&got.entries, cfg.threads, &one));
-            (make_summary(), records.join().expect("a trace's render thread does not panic"))
-        })
-    } else {
-        (make_summary(), render(&got.entries, 1, &one))
-    };
+    let (summary, records) = render_beside(&got.entries, cfg.threads, &one, || {
+        summarize(target.kind, &full_id, &got.entries, &got.knowledge)
+    });
     let (head, tail) = match a.format {
         TraceFormat::Json => (document_head(&summary), document_tail(got.entries.is_empty())),
         TraceFormat::Text => {
@@ -145,9 +139,15 @@ pub fn run(a: TraceArgs) -> Result<u8> {
 /// Below this many entries a trace's output is made on one thread.
 const PARALLEL_RENDER: usize = 4096;
 
-/// Each entry as `one` writes it (given its index), in order: in `threads` chunks
-/// written side by side.
-fn render(entries: &[Entry], threads: usize, one: &(dyn Fn(&mut String, usize, &Entry) + Sync)) -> Vec<String> {
+/// Each entry as `one` writes it (given its index), in order, and what `beside`
+/// returns: with many threads and entries, the entries in `threads` chunks written
+/// side by side while the calling thread runs `beside`.
+fn render_beside<T>(
+    entries: &[Entry],
+    threads: usize,
+    one: &(dyn Fn(&mut String, usize, &Entry) + Sync),
+    beside: impl FnOnce() -> T,
+) -> (T, Vec<String>) {
     let write = |from: usize, chunk: &[Entry]| {
         let mut out = String::with_capacity(chunk.len() * 160);
         for (i, e) in chunk.iter().enumerate() {
@@ -155,14 +155,15 @@ fn render(entries: &[Entry], threads: usize, one: &(dyn Fn(&mut String, usize, &
         }
         out
     };
-    if threads <= 1 {
-        return vec![write(0, entries)];
+    if threads <= 1 || entries.len() < PARALLEL_RENDER {
+        return (beside(), vec![write(0, entries)]);
     }
-    let size = entries.len().div_ceil(threads).max(1);
+    let size = entries.len().div_ceil(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> =
             entries.chunks(size).enumerate().map(|(k, chunk)| s.spawn(move || write(k * size, chunk))).collect();
-        handles.into_iter().map(|h| h.join().expect("a trace's render thread does not panic")).collect()
+        let t = beside();
+        (t, handles.into_iter().map(|h| h.join().expect("a trace's render thread does not panic")).collect())
     })
 }
 

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use raylog_parsers::id::IdMapState;
 use raylog_parsers::{Id, Timestamp};
 
 use super::entry::Entry;
@@ -100,15 +101,21 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
     }
 }
 
-/// Lives of every worker named by `entries`, ordered by start time, then worker id.
-pub fn lives(entries: &[&Entry]) -> Vec<Life> {
-    let mut by_worker: HashMap<Id, Vec<&Entry>> = HashMap::new();
+/// `entries` grouped by the worker each is about ([`Entry::worker`], which may read
+/// the text: asked once per entry), in their order.
+pub fn by_worker<'a>(entries: &[&'a Entry]) -> HashMap<Id, Vec<&'a Entry>, IdMapState> {
+    let mut by: HashMap<Id, Vec<&Entry>, IdMapState> = HashMap::default();
     for e in entries.iter().copied() {
         if let Some(w) = e.worker() {
-            by_worker.entry(w).or_default().push(e);
+            by.entry(w).or_default().push(e);
         }
     }
-    let mut v: Vec<Life> = by_worker.into_iter().map(|(w, es)| life_of(w, &es)).collect();
+    by
+}
+
+/// Lives of every worker named by `entries`, ordered by start time, then worker id.
+pub fn lives(entries: &[&Entry]) -> Vec<Life> {
+    let mut v: Vec<Life> = by_worker(entries).into_iter().map(|(w, es)| life_of(w, &es)).collect();
     v.sort_by(|a, b| {
         (a.start, a.worker_id.map(|w| w.as_str().to_string()))
             .cmp(&(b.start, b.worker_id.map(|w| w.as_str().to_string())))

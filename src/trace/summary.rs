@@ -5,14 +5,13 @@
 //! so it can only state what the logs given contain; fields nothing spoke for are
 //! left out rather than guessed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
-use raylog_parsers::id::IdMapState;
 use raylog_parsers::{Id, Timestamp};
 
 use super::entry::Entry;
 use super::facts::{actor_notification, export_word, json_path, without_pairs};
-use super::life::{life_of, lives, Life};
+use super::life::{by_worker, life_of, lives, Life};
 use super::select::{Kind, Knowledge};
 use super::task::{task_summary, TaskSummary};
 
@@ -149,13 +148,7 @@ fn actor_name(own: &[&Entry], class: Option<&str>) -> Option<String> {
 fn actor_summary(id: &str, own: &[&Entry], k: &Knowledge) -> ActorSummary {
     let mut workers: Vec<&Id> = k.workers.iter().collect();
     workers.sort_by_key(|w| w.as_str().to_string());
-    // Each entry's worker once (it may be read out of the text), not once per worker.
-    let mut of_worker: HashMap<Id, Vec<&Entry>, IdMapState> = HashMap::default();
-    for e in own.iter().copied() {
-        if let Some(w) = e.worker() {
-            of_worker.entry(w).or_default().push(e);
-        }
-    }
+    let of_worker = by_worker(own);
     let mut incarnations: Vec<Life> =
         workers.into_iter().map(|w| life_of(*w, of_worker.get(w).map_or(&[][..], |es| es.as_slice()))).collect();
     incarnations.sort_by_key(|l| l.start);

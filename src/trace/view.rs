@@ -170,16 +170,6 @@ pub fn summary_json(s: &Summary) -> J {
     o.done()
 }
 
-/// The whole `--format json` document, with a final newline.
-pub fn write_json(s: &Summary, entries: &[Entry]) -> String {
-    let mut out = document_head(s);
-    for (i, e) in entries.iter().enumerate() {
-        write_record(&mut out, i, e);
-    }
-    out.push_str(document_tail(entries.is_empty()));
-    out
-}
-
 /// Record `i` of the `records` array, with the separator before it.
 pub fn write_record(out: &mut String, i: usize, e: &Entry) {
     out.push_str(if i == 0 { "\n    " } else { ",\n    " });
@@ -194,7 +184,8 @@ pub fn document_head(s: &Summary) -> String {
     out
 }
 
-/// The document after its last record ([`write_record`]s follow [`document_head`]).
+/// The document after its last record: the whole `--format json` document is
+/// [`document_head`], a [`write_record`] per entry, then this (with a final newline).
 pub fn document_tail(no_records: bool) -> &'static str {
     if no_records {
         "]\n}\n"
