@@ -33,6 +33,14 @@ impl Permits {
         true
     }
 
+    /// Takes a permit if one is free now.
+    pub fn try_take(&self) -> bool {
+        let mut n = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let took = n.0 > 0 && !n.1;
+        n.0 -= usize::from(took);
+        took
+    }
+
     pub fn give(&self) {
         self.free.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
         self.cv.notify_one();
@@ -90,6 +98,9 @@ mod tests {
     #[test]
     fn a_waiter_gets_a_permit_given_back_and_stops_when_closed() {
         let p = Permits::new(1);
+        assert!(p.try_take());
+        assert!(!p.try_take(), "none left");
+        p.give();
         assert!(p.take());
         std::thread::scope(|s| {
             let waiter = s.spawn(|| p.take());
@@ -103,6 +114,8 @@ mod tests {
             assert!(!waiter.join().unwrap(), "closed: no permit, no wait");
         });
         assert!(!p.take());
+        p.give();
+        assert!(!p.try_take(), "closed");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Pass two on every core, with the serial scan's exact output.
 //!
 //! One thread reads ([`super::segments`]): files and archive entries in the serial
-//! order, cut into segments of about half a MiB. `threads` workers each parse a
-//! segment on its own, with a parser resumed at the segment's offset and a copy of
+//! order, cut into segments of about half a MiB. `threads - 1` workers, and the
+//! reader whenever the segments in flight are at their bound ([`Helper`]), each parse
+//! a segment on its own, with a parser resumed at the segment's offset and a copy of
 //! the correlator, and turn its records into a piece of output ([`Fold`]). The
 //! calling thread merges the pieces in order, and checks each segment's parse
 //! against what the serial parser would have had at that point:
@@ -18,7 +19,7 @@
 //! logs the checks almost always pass, so the workers do nearly all the parsing.
 //!
 //! Memory is bounded: the reader holds a permit for each segment in flight, at most
-//! [`IN_FLIGHT`] per worker and 32 in all, given back once the piece is written.
+//! [`IN_FLIGHT`] per thread and 32 in all, given back once the piece is written.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
@@ -34,7 +35,10 @@ use super::segments::{cut, Segment, Unit};
 use super::{archive, mtime_of, open, source_label};
 use crate::discover::Discovered;
 
-/// Segments in flight for each worker.
+/// The reader thread's name (it parses too: see [`Helper`]).
+const READER: &str = "raylog-reader";
+
+/// Segments in flight for each thread.
 pub const IN_FLIGHT: usize = 4;
 
 /// Segments in flight at most, however many workers: `--threads 500` must not mean
@@ -135,10 +139,16 @@ pub fn scan<F: Fold>(
     let (buffers, pieces) = (Pool(Mutex::new(Vec::new())), Pool(Mutex::new(Vec::new())));
     std::thread::scope(|s| {
         let (one, permits, snapshot, job_rx, buffers, pieces) = (&one, &permits, &snapshot, &job_rx, &buffers, &pieces);
-        s.spawn(move || read(disc, cfg, one, permits, buffers, job_tx));
-        for _ in 0..threads.max(1) {
-            let done_tx = done_tx.clone();
-            s.spawn(move || work(job_rx, done_tx, snapshot, &cfg.opts, fold, pieces));
+        let parser = |done| Parser { snapshot, opts: &cfg.opts, fold, pieces, local: None, done };
+        let helper = Helper { jobs: job_rx, parser: parser(done_tx.clone()) };
+        std::thread::Builder::new()
+            .name(READER.into())
+            .spawn_scoped(s, move || read(disc, cfg, one, (permits, helper), buffers, job_tx))
+            .expect("a thread for the reader");
+        // The reader parses too: it is one of the `threads`.
+        for _ in 1..threads.max(2) {
+            let parser = parser(done_tx.clone());
+            s.spawn(move || work(job_rx, parser));
         }
         drop(done_tx);
         let _close = CloseOnDrop(permits);
@@ -149,11 +159,11 @@ pub fn scan<F: Fold>(
 }
 
 /// The reader: every unit, in the serial order.
-fn read(
+fn read<F: Fold>(
     disc: &Discovered,
     cfg: &ScanConfig,
     one: &PassOne,
-    permits: &Permits,
+    (permits, mut helper): (&Permits, Helper<'_, F>),
     buffers: &Pool<Vec<u8>>,
     tx: std::sync::mpsc::SyncSender<(usize, Job)>,
 ) {
@@ -164,7 +174,7 @@ fn read(
     };
     let (mut seq, stopped) = (0usize, std::cell::Cell::new(false));
     let mut send = |job: Job| {
-        if stopped.get() || !permits.take() || tx.send((seq, job)).is_err() {
+        if stopped.get() || !helper.permit(permits) || tx.send((seq, job)).is_err() {
             stopped.set(true);
             return false;
         }
@@ -209,29 +219,31 @@ fn read(
     }
 }
 
-/// A worker: parses segments with its copy of the correlator.
-fn work<F: Fold>(
-    jobs: &Mutex<Receiver<(usize, Job)>>,
+/// What a thread that parses segments holds: each worker's, and the reader's.
+struct Parser<'a, F: Fold> {
+    snapshot: &'a Snapshot,
+    opts: &'a Options,
+    fold: &'a F,
+    pieces: &'a Pool<F::Piece>,
+    /// This thread's copy of the correlator, and its version.
+    local: Option<(u64, Correlator)>,
     done: Sender<(usize, Done<F::Piece>)>,
-    snapshot: &Snapshot,
-    opts: &Options,
-    fold: &F,
-    pieces: &Pool<F::Piece>,
-) {
-    let mut local: Option<(u64, Correlator)> = None;
-    loop {
-        let Ok((seq, job)) = jobs.lock().unwrap().recv() else { return };
+}
+
+impl<F: Fold> Parser<'_, F> {
+    /// Parses job `seq` for the merge; false once the merge is gone.
+    fn job(&mut self, seq: usize, job: Job) -> bool {
         let out = match job {
             Job::Failure(p, why) => Done::Failure(p, why),
-            Job::Segment(seg) if !seg.fit || snapshot.serial.load(Ordering::Relaxed) => Done::Segment(seg, None),
+            Job::Segment(seg) if !seg.fit || self.snapshot.serial.load(Ordering::Relaxed) => Done::Segment(seg, None),
             Job::Segment(seg) => {
-                let current = snapshot.version.load(Ordering::Acquire);
-                if local.as_ref().is_none_or(|(v, _)| *v != current) {
-                    let (v, c) = snapshot.corr.lock().unwrap().clone();
-                    local = Some((v, (*c).clone()));
+                let current = self.snapshot.version.load(Ordering::Acquire);
+                if self.local.as_ref().is_none_or(|(v, _)| *v != current) {
+                    let (v, c) = self.snapshot.corr.lock().unwrap().clone();
+                    self.local = Some((v, (*c).clone()));
                 }
-                let (version, corr) = local.as_mut().expect("set above");
-                let piece = pieces.get();
+                let (version, corr) = self.local.as_mut().expect("set above");
+                let (opts, fold, piece) = (self.opts, self.fold, self.pieces.get());
                 // A parser bug must not leave the merge waiting for this segment: it
                 // is parsed again there, where a panic ends the scan.
                 let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -240,14 +252,48 @@ fn work<F: Fold>(
                 .ok();
                 if parsed.as_ref().is_none_or(|p| p.learned) {
                     // The copy knows more than its version (or is half-updated): a fresh one next time.
-                    local = None;
+                    self.local = None;
                 }
                 Done::Segment(seg, parsed)
             }
         };
-        if done.send((seq, out)).is_err() {
+        self.done.send((seq, out)).is_ok()
+    }
+}
+
+/// A worker: parses segments with its copy of the correlator.
+fn work<F: Fold>(jobs: &Mutex<Receiver<(usize, Job)>>, mut parser: Parser<'_, F>) {
+    loop {
+        let Ok((seq, job)) = jobs.lock().unwrap().recv() else { return };
+        if !parser.job(seq, job) {
             return;
         }
+    }
+}
+
+/// The reader's side of parsing: while every permit is out, it parses the queued
+/// segments itself rather than wait. Giving it its own core beside `threads`
+/// workers had three threads share two cores, the reader put off while workers
+/// waited for it; as one of the `threads`, and parsing what it read moments before
+/// (still in its core's cache), pass two took ~10 % less time on two cores.
+struct Helper<'a, F: Fold> {
+    jobs: &'a Mutex<Receiver<(usize, Job)>>,
+    parser: Parser<'a, F>,
+}
+
+impl<F: Fold> Helper<'_, F> {
+    /// Takes a permit, parsing queued segments until one is free; false once closed.
+    fn permit(&mut self, permits: &Permits) -> bool {
+        while !permits.try_take() {
+            // A worker waiting for a job holds the lock: then there is none to take.
+            let next = self.jobs.try_lock().ok().and_then(|jobs| jobs.try_recv().ok());
+            match next {
+                // Whether the merge is gone is for `take` to say.
+                Some((seq, job)) => drop(self.parser.job(seq, job)),
+                None => return permits.take(),
+            }
+        }
+        true
     }
 }
 
@@ -413,5 +459,84 @@ impl<'a, F: Fold> Merge<'a, F> {
         }
         *self.snapshot.corr.lock().unwrap() = (self.version, Arc::new(self.corr.clone()));
         self.snapshot.version.store(self.version, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicUsize;
+
+    use raylog_parsers::ndjson::write_record;
+    use raylog_parsers::Timestamp;
+
+    use super::super::segments::SEGMENT;
+    use super::*;
+    use crate::discover::discover;
+
+    /// NDJSON of every record, and how many segments the reader parsed; slow on the
+    /// workers so that the reader fills every permit and has to help.
+    struct Slow {
+        by_reader: AtomicUsize,
+    }
+
+    impl Fold for Slow {
+        type Piece = Vec<u8>;
+
+        fn add(&self, piece: &mut Vec<u8>, r: &Record<'_>) {
+            if piece.is_empty() {
+                if std::thread::current().name() == Some(READER) {
+                    self.by_reader.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            write_record(piece, r);
+        }
+
+        fn reset(&self, piece: &mut Vec<u8>) {
+            piece.clear();
+        }
+    }
+
+    #[test]
+    fn the_reader_parses_while_the_window_is_full_and_the_output_stays_serial() {
+        let dir = std::env::temp_dir().join(format!("raylog-helper-{}", std::process::id()));
+        let logs = dir.join("session_2026-01-15_10-00-00_000000_1/logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let mut raylet = Vec::new();
+        for i in 0..120_000 {
+            writeln!(
+                raylet,
+                "[2026-01-15 10:00:{:02},{:03} I 42 42] node_manager.cc:{i}: record {i}",
+                i / 1000 % 60,
+                i % 1000
+            )
+            .unwrap();
+        }
+        std::fs::write(logs.join("raylet.out"), &raylet).unwrap();
+        let mut err = b":job_id:01000000\n".to_vec();
+        for i in 0..80_000 {
+            writeln!(err, "print {i}").unwrap();
+        }
+        std::fs::write(logs.join(format!("worker-{}-01000000-42.err", "a".repeat(56))), &err).unwrap();
+        let disc = discover(&[PathBuf::from(&dir)]);
+        let cfg = ScanConfig {
+            opts: Options::default(),
+            stdin_name: None,
+            fixed_mtime: Some(Timestamp::from_secs(1_767_225_600)),
+            threads: 2,
+        };
+        let mut serial = Vec::new();
+        crate::scan::scan(&disc, &cfg, &mut |_| {}, &mut |r| write_record(&mut serial, r));
+        let slow = Slow { by_reader: AtomicUsize::new(0) };
+        let mut parallel = Vec::new();
+        scan(&disc, &cfg, 2, &slow, &mut |_| {}, &mut |p: &Vec<u8>| parallel.extend_from_slice(p));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(raylet.len() + err.len() > 12 * SEGMENT, "more segments than permits");
+        assert!(slow.by_reader.load(Ordering::Relaxed) > 0, "the reader parsed some segments");
+        assert!(serial.len() > raylet.len(), "records written");
+        assert!(serial == parallel, "the same records in the same order");
     }
 }
