@@ -92,7 +92,7 @@ pub fn run(a: TraceArgs) -> Result<u8> {
         b.finish_and_clear();
     }
     report_problems(&got, a.quiet);
-    let code = super::parse::exit_code(&got.report, got.entries.iter().filter(|e| !e.context).count() as u64, false);
+    let code = super::parse::exit_code(&got.report, got.records as u64, false);
     let full_id = match got.knowledge.matched.len() {
         0 => {
             eprintln!("raylog: no records about {} {} in the given paths", target.kind.noun(), target.id.as_str());
@@ -103,18 +103,18 @@ pub fn run(a: TraceArgs) -> Result<u8> {
     };
     let stdout = io::stdout();
     let colour = a.format == TraceFormat::Text && stdout.is_terminal();
-    let clock = Clock::for_entries(&got.entries);
+    let entries = got.sorted();
+    let clock = Clock::for_times(got.times());
     let one = |out: &mut String, i: usize, e: &Entry| match a.format {
         TraceFormat::Json => write_record(out, i, e),
         TraceFormat::Text => write_line(out, e, &clock, colour),
     };
     // The summary and the records' lines depend on the entries alone: on many
     // threads they are made side by side.
-    let (summary, records) = render_beside(&got.entries, cfg.threads, &one, || {
-        summarize(target.kind, &full_id, &got.entries, &got.knowledge)
-    });
+    let (summary, records) =
+        render_beside(&entries, cfg.threads, &one, || summarize(target.kind, &full_id, &entries, &got.knowledge));
     let (head, tail) = match a.format {
-        TraceFormat::Json => (document_head(&summary), document_tail(got.entries.is_empty())),
+        TraceFormat::Json => (document_head(&summary), document_tail(entries.is_empty())),
         TraceFormat::Text => {
             let mut head = String::new();
             write_header(&mut head, &summary, &clock, colour);
@@ -143,12 +143,12 @@ const PARALLEL_RENDER: usize = 4096;
 /// returns: with many threads and entries, the entries in `threads` chunks written
 /// side by side while the calling thread runs `beside`.
 fn render_beside<T>(
-    entries: &[Entry],
+    entries: &[&Entry],
     threads: usize,
     one: &(dyn Fn(&mut String, usize, &Entry) + Sync),
     beside: impl FnOnce() -> T,
 ) -> (T, Vec<String>) {
-    let write = |from: usize, chunk: &[Entry]| {
+    let write = |from: usize, chunk: &[&Entry]| {
         let mut out = String::with_capacity(chunk.len() * 160);
         for (i, e) in chunk.iter().enumerate() {
             one(&mut out, from + i, e);

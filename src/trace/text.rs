@@ -28,8 +28,9 @@ pub struct Clock {
 }
 
 impl Clock {
-    pub fn for_entries(entries: &[Entry]) -> Clock {
-        let mut dates = entries.iter().filter_map(|e| e.timestamp).map(date_of);
+    /// The clock for records with these times (in any order).
+    pub fn for_times(times: impl Iterator<Item = Timestamp>) -> Clock {
+        let mut dates = times.map(date_of);
         let first = dates.next();
         let date = first.filter(|d| dates.all(|x| x == *d));
         Clock { date }
@@ -369,8 +370,8 @@ mod tests {
             let target = Target::parse(Kind::Job, job).expect("a job id");
             // With context: context records (dimmed) and errors (coloured) too.
             let got = collect(&disc, &cfg, &target, 3, false, &mut |_| {});
-            let clock = Clock::for_entries(&got.entries);
-            for e in &got.entries {
+            let clock = Clock::for_times(got.times());
+            for e in got.sorted() {
                 for colour in [false, true] {
                     let mut out = String::from("before ");
                     write_line(&mut out, e, &clock, colour);
