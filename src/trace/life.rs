@@ -154,10 +154,20 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
 /// the text: asked once per entry), in their order.
 pub fn by_worker<'a>(entries: &[&'a Entry]) -> HashMap<Id, Vec<&'a Entry>, IdMapState> {
     let mut by: HashMap<Id, Vec<&Entry>, IdMapState> = HashMap::default();
+    // Neighbours in time mostly share a worker: a run is gathered apart and added
+    // when the worker changes, rather than hashing every entry's 57-byte id.
+    let (mut run_of, mut run): (Option<Id>, Vec<&Entry>) = (None, Vec::new());
     for e in entries.iter().copied() {
-        if let Some(w) = e.worker() {
-            by.entry(w).or_default().push(e);
+        let Some(w) = e.worker() else { continue };
+        if run_of != Some(w) {
+            if let Some(rw) = run_of.replace(w) {
+                by.entry(rw).or_default().append(&mut run);
+            }
         }
+        run.push(e);
+    }
+    if let Some(rw) = run_of {
+        by.entry(rw).or_default().append(&mut run);
     }
     by
 }
