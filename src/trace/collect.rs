@@ -8,7 +8,6 @@
 
 use std::collections::VecDeque;
 
-use raylog_parsers::ndjson::write_record;
 use raylog_parsers::{Record, Timestamp};
 
 use super::entry::Entry;
@@ -50,7 +49,7 @@ struct Collector<'a> {
     seq: u64,
     /// Entries keep their JSON (`--format json`).
     json: bool,
-    buf: Vec<u8>,
+    buf: String,
 }
 
 impl Collector<'_> {
@@ -78,10 +77,10 @@ impl Collector<'_> {
         self.seq += 1;
         let json = match (self.json, json) {
             (false, _) => None,
-            (true, Some(j)) => Some(j.as_bytes()),
+            (true, Some(j)) => Some(j),
             (true, None) => {
                 self.buf.clear();
-                write_record(&mut self.buf, r);
+                super::entry::write_json(r, &mut self.buf);
                 Some(&self.buf[..])
             }
         };
@@ -154,7 +153,7 @@ pub fn collect(
         records: 0,
         seq: 0,
         json,
-        buf: Vec::with_capacity(4096),
+        buf: String::with_capacity(4096),
     };
     // Without context, a record neither selected nor teaching anything is dropped.
     let keep = |r: &Record<'_>, _: &mut Seen| context > 0 || target.may_teach(r) || target.may_select(r);

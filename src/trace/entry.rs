@@ -60,9 +60,8 @@ fn field_text(v: FieldValue<'_>) -> String {
 
 /// Splits `{"timestamp":"…",rest}\n` into `rest`; the writer always puts the
 /// timestamp first and RFC 3339 text holds no quote, so the first `",` ends it.
-fn body_of(json: &[u8], has_timestamp: bool) -> String {
-    let text = String::from_utf8_lossy(json);
-    let t = text.trim_end();
+fn body_of(json: &str, has_timestamp: bool) -> String {
+    let t = json.trim_end();
     let inner = t.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(t);
     if has_timestamp {
         if let Some(end) = inner.find("\",") {
@@ -86,7 +85,7 @@ impl Entry {
     /// ([`write_json`]) when the trace is printed as JSON; without it the entry
     /// keeps no JSON (text output does not use it) and [`Entry::write_json`] must
     /// not be called.
-    pub fn from_record(r: &Record<'_>, seq: u64, json: Option<&[u8]>) -> Entry {
+    pub fn from_record(r: &Record<'_>, seq: u64, json: Option<&str>) -> Entry {
         let event_data = match r.fields.get("event_data") {
             Some(FieldValue::Json(j)) => Some(j.to_string()),
             _ => None,
@@ -155,8 +154,8 @@ mod tests {
 
     #[test]
     fn body_drops_only_the_timestamp() {
-        let j = br#"{"timestamp":"2026-11-30T10:21:12.477Z","level":"INFO","message":"a \",b"}"#;
+        let j = r#"{"timestamp":"2026-11-30T10:21:12.477Z","level":"INFO","message":"a \",b"}"#;
         assert_eq!(body_of(j, true), r#""level":"INFO","message":"a \",b""#);
-        assert_eq!(body_of(br#"{"message":"x","fields":{"a":1}}"#, false), r#""message":"x","fields":{"a":1}"#);
+        assert_eq!(body_of(r#"{"message":"x","fields":{"a":1}}"#, false), r#""message":"x","fields":{"a":1}"#);
     }
 }
