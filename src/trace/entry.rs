@@ -136,7 +136,8 @@ impl Entry {
         out.push('{');
         if let Some(t) = self.timestamp {
             out.push_str("\"timestamp\":\"");
-            out.push_str(&t.to_rfc3339());
+            // SAFETY: an RFC 3339 time is ASCII, so `out` stays UTF-8.
+            t.write_rfc3339(unsafe { out.as_mut_vec() });
             out.push_str("\",");
         }
         debug_assert!(!self.body.is_empty(), "an entry made without its JSON is written as JSON");
