@@ -7,7 +7,9 @@
 //! that were not selected, and emits them when a selected ERROR/FATAL follows.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use raylog_parsers::record::Ids;
 use raylog_parsers::{Record, Timestamp};
 
 use super::entry::Entry;
@@ -46,6 +48,8 @@ struct Collector<'a> {
     /// trace's run.
     keys: Vec<(Option<Timestamp>, u64)>,
     records: usize,
+    /// The ids of the last entry made, shared by the next ones that have the same.
+    last_ids: Option<Arc<Ids>>,
     seq: u64,
     /// Entries keep their JSON (`--format json`).
     json: bool,
@@ -84,7 +88,11 @@ impl Collector<'_> {
                 Some(&self.buf[..])
             }
         };
-        let entry = Entry::from_record(r, self.seq, json);
+        let ids = match &self.last_ids {
+            Some(ids) if **ids == *r.ids => ids.clone(),
+            _ => self.last_ids.insert(Arc::new(*r.ids)).clone(),
+        };
+        let entry = Entry::from_record(r, self.seq, json, ids);
         if !selected {
             self.push_ring(Some(entry));
             return;
@@ -151,6 +159,7 @@ pub fn collect(
         entries: vec![],
         keys: vec![],
         records: 0,
+        last_ids: None,
         seq: 0,
         json,
         buf: String::with_capacity(4096),
@@ -218,6 +227,10 @@ mod tests {
         let both = discover(&[root.join("ray-2.60-text"), root.join("ray-2.60-health")]);
         let job = collect(&both, &cfg, &Target::parse(Kind::Job, "01000000").expect("a job id"), 0, false, &mut |_| {});
         assert!(!job.entries.is_sorted_by_key(|e| (e.timestamp, e.seq)), "scan order is time order: nothing sorted");
+        // Neighbours with the same ids share them (`Entry::from_record` checks they are the record's).
+        let shared = job.entries.windows(2).filter(|p| Arc::ptr_eq(&p[0].ids, &p[1].ids)).count();
+        let equal = job.entries.windows(2).filter(|p| p[0].ids == p[1].ids).count();
+        assert!(shared == equal && shared > job.entries.len() / 2, "{shared} shared, {equal} equal");
         for got in [with_context, job] {
             let sorted = got.sorted();
             assert_eq!(sorted.len(), got.entries.len());

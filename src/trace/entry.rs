@@ -5,6 +5,8 @@
 //! build the summary). An entry keeps the record's NDJSON form for output plus the
 //! few fields the summary reads, so nothing is parsed twice.
 
+use std::sync::Arc;
+
 use raylog_parsers::ndjson::write_record;
 use raylog_parsers::record::{FieldValue, Ids};
 use raylog_parsers::{Level, Record, Timestamp};
@@ -27,7 +29,10 @@ pub struct Entry {
     /// The worker whose own file this is (worker stdout/stderr, core-worker log).
     pub file_worker: bool,
     pub offset: u64,
-    pub ids: Ids,
+    /// Shared with the entries before it that have the same ids (most of a file's
+    /// records): five inline ids are half an entry's size, and a large trace's
+    /// fresh pages cost more than anything else its calling thread does.
+    pub ids: Arc<Ids>,
     pub pid: Option<u32>,
     pub task_name: Option<String>,
     pub actor_name: Option<String>,
@@ -85,7 +90,9 @@ impl Entry {
     /// ([`write_json`]) when the trace is printed as JSON; without it the entry
     /// keeps no JSON (text output does not use it) and [`Entry::write_json`] must
     /// not be called.
-    pub fn from_record(r: &Record<'_>, seq: u64, json: Option<&str>) -> Entry {
+    /// `ids` is `r`'s ids, shared ([`Entry::ids`]).
+    pub fn from_record(r: &Record<'_>, seq: u64, json: Option<&str>, ids: Arc<Ids>) -> Entry {
+        debug_assert_eq!(*ids, *r.ids);
         let event_data = match r.fields.get("event_data") {
             Some(FieldValue::Json(j)) => Some(j.to_string()),
             _ => None,
@@ -102,7 +109,7 @@ impl Entry {
             submission_id: r.file.submission_id.clone(),
             file_worker: r.file.worker_id.is_some() && r.ids.worker_id == r.file.worker_id,
             offset: r.offset,
-            ids: *r.ids,
+            ids,
             pid: r.pid,
             task_name: r.task_name.map(str::to_string),
             actor_name: r.actor_name.map(str::to_string),
