@@ -63,11 +63,16 @@ impl<T: Copy + PartialEq> Tally<T> {
 
 /// Earliest and latest of some times.
 #[derive(Clone, Copy, Default)]
-struct Span(Option<(Timestamp, Timestamp)>);
+pub(super) struct TimeRange(Option<(Timestamp, Timestamp)>);
 
-impl Span {
-    fn add(&mut self, t: Timestamp) {
+impl TimeRange {
+    pub(super) fn add(&mut self, t: Timestamp) {
         self.0 = Some(self.0.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+    }
+
+    /// The earliest and the latest, if any time was added.
+    pub(super) fn bounds(self) -> (Option<Timestamp>, Option<Timestamp>) {
+        (self.0.map(|t| t.0), self.0.map(|t| t.1))
     }
 }
 
@@ -96,7 +101,7 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
     // Events carry whole seconds, which would put a death before the lines leading
     // to it; lines without a time of their own say little. Both count only when
     // nothing better exists.
-    let (mut precise, mut any) = (Span::default(), Span::default());
+    let (mut precise, mut any) = (TimeRange::default(), TimeRange::default());
     let mut facts: Vec<(Option<Timestamp>, ExitFact)> = Vec::new();
     let (mut actor_class, mut signal, mut death_context, mut driver) = (None, None, None, false);
     for e in entries {
@@ -127,7 +132,7 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
         }
         driver |= e.component == "core_driver" && e.file_worker;
     }
-    let times = precise.0.or(any.0);
+    let (start, end) = if precise.0.is_some() { precise } else { any }.bounds();
     // Type and detail are chosen apart: GCS's `exits, type=` line has no detail, and
     // the event or the worker itself may say more.
     let detail = best_exit(facts.iter().filter(|(_, f)| f.detail.is_some()).cloned()).and_then(|f| f.detail);
@@ -139,8 +144,8 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
         job_id: jobs.most_common().or_else(|| w.job_of_driver_worker()),
         actor_id: actors.most_common(),
         actor_class: actor_class.flatten(),
-        start: times.map(|t| t.0),
-        end: times.map(|t| t.1),
+        start,
+        end,
         exit_type: exit.and_then(|f| f.exit_type),
         exit_detail: detail,
         signal,

@@ -12,7 +12,7 @@ use raylog_parsers::{Id, Timestamp};
 
 use super::entry::Entry;
 use super::facts::{actor_notification, export_word, json_path, without_pairs};
-use super::life::{by_worker, life_of, lives, Life};
+use super::life::{by_worker, life_of, lives, Life, TimeRange};
 use super::select::{Kind, Knowledge};
 use super::task::{task_summary, TaskSummary};
 
@@ -101,12 +101,12 @@ fn common(entries: &[&Entry]) -> Common {
     let mut nodes: std::collections::HashSet<Id, IdMapState> = Default::default();
     let mut c = Common::default();
     let mut last_node = None;
+    let mut times = TimeRange::default();
     for e in entries.iter().filter(|e| !e.context) {
         c.records += 1;
         c.errors += e.is_error() as usize;
         if let Some(t) = e.timestamp {
-            c.first = Some(c.first.map_or(t, |f| f.min(t)));
-            c.last = Some(c.last.map_or(t, |l| l.max(t)));
+            times.add(t);
         }
         // Neighbours mostly share a node: hashing each entry's 57-byte id was most of this pass.
         if e.ids.node_id != last_node {
@@ -115,6 +115,7 @@ fn common(entries: &[&Entry]) -> Common {
         }
     }
     c.context_records = entries.len() - c.records;
+    (c.first, c.last) = times.bounds();
     c.nodes = nodes.into_iter().collect();
     c.nodes.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
     c
