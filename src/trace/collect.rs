@@ -10,12 +10,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use raylog_parsers::record::Ids;
-use raylog_parsers::{Record, Timestamp};
+use raylog_parsers::{FileMeta, Record, Timestamp};
 
 use super::entry::Entry;
 use super::select::{Kind, Knowledge, Target};
 use crate::discover::{Discovered, Origin};
-use crate::scan::{scan_noted, scan_where, Note, ScanConfig, ScanReport, Seen};
+use crate::scan::{scan_where, ScanConfig, ScanReport, Seen};
 
 /// The outcome of collecting a trace.
 #[derive(Debug)]
@@ -50,10 +50,11 @@ struct Collector<'a> {
     records: usize,
     /// The ids of the last entry made, shared by the next ones that have the same.
     last_ids: Option<Arc<Ids>>,
+    /// The file of the last entry made, shared likewise.
+    last_meta: Option<Arc<FileMeta>>,
     seq: u64,
-    /// Entries keep their JSON (`--format json`).
+    /// Entries keep what their JSON needs (`--format json`).
     json: bool,
-    buf: String,
 }
 
 impl Collector<'_> {
@@ -71,7 +72,7 @@ impl Collector<'_> {
         }
     }
 
-    fn on_record(&mut self, r: &Record<'_>, json: Option<&str>) {
+    fn on_record(&mut self, r: &Record<'_>) {
         self.track_file(r);
         self.knowledge.observe(self.target, r);
         let selected = self.knowledge.selects(self.target, r);
@@ -79,20 +80,15 @@ impl Collector<'_> {
             return;
         }
         self.seq += 1;
-        let json = match (self.json, json) {
-            (false, _) => None,
-            (true, Some(j)) => Some(j),
-            (true, None) => {
-                self.buf.clear();
-                super::entry::write_json(r, &mut self.buf);
-                Some(&self.buf[..])
-            }
-        };
         let ids = match &self.last_ids {
             Some(ids) if **ids == *r.ids => ids.clone(),
             _ => self.last_ids.insert(Arc::new(*r.ids)).clone(),
         };
-        let entry = Entry::from_record(r, self.seq, json, ids);
+        let meta = match &self.last_meta {
+            Some(m) if **m == *r.file => m.clone(),
+            _ => self.last_meta.insert(Arc::new(r.file.clone())).clone(),
+        };
+        let entry = Entry::from_record(r, self.seq, self.json, meta, ids);
         if !selected {
             self.push_ring(Some(entry));
             return;
@@ -134,9 +130,9 @@ pub fn passes(disc: &Discovered, target: &Target) -> u64 {
 }
 
 /// Scans `disc` and returns the trace of `target` with `context` records before
-/// each error; with `json`, each entry keeps its record's JSON (for `--format
-/// json`: text output needs none, and making it was a good part of a large trace's
-/// work). `progress` gets bytes read, over all passes.
+/// each error; with `json`, each entry keeps what its record's JSON needs (for
+/// `--format json`: text output needs less). `progress` gets bytes read, over all
+/// passes.
 pub fn collect(
     disc: &Discovered,
     cfg: &ScanConfig,
@@ -160,23 +156,13 @@ pub fn collect(
         keys: vec![],
         records: 0,
         last_ids: None,
+        last_meta: None,
         seq: 0,
         json,
-        buf: String::with_capacity(4096),
     };
     // Without context, a record neither selected nor teaching anything is dropped.
     let keep = |r: &Record<'_>, _: &mut Seen| context > 0 || target.may_teach(r) || target.may_select(r);
-    // On many threads the workers write the NDJSON of each record that may be
-    // selected: of a large trace, most of what the calling thread did per entry.
-    let write = |r: &Record<'_>, out: &mut String| {
-        let may = target.may_select(r);
-        if may {
-            super::entry::write_json(r, out);
-        }
-        may
-    };
-    let note: Option<Note<'_>> = if json { Some(&write) } else { None };
-    let report = scan_noted(disc, cfg, &keep, note, progress, &mut |r, json| c.on_record(r, json));
+    let report = scan_where(disc, cfg, &keep, progress, &mut |r| c.on_record(r));
     // The keys are distinct (`seq`): an unstable sort gives the one order.
     let mut order: Vec<u32> = (0..c.entries.len() as u32).collect();
     if !c.keys.is_sorted() {

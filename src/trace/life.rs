@@ -111,17 +111,17 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
             pids.add(e.pid);
             jobs.add(e.ids.job_id);
             actors.add(e.ids.actor_id);
-            if actor_class.is_none() && e.component == "worker" {
+            if actor_class.is_none() && e.component() == "worker" {
                 actor_class = Some(e.actor_name.clone());
             }
         }
         if let Some(t) = e.timestamp {
             any.add(t);
-            if !e.inferred && !matches!(e.component.as_str(), "event" | "export_event") {
+            if !e.inferred && !matches!(e.component(), "event" | "export_event") {
                 precise.add(t);
             }
         }
-        if let Some(f) = exit_fact(&e.component, &e.message, e.label.as_deref()) {
+        if let Some(f) = exit_fact(e.component(), &e.message, e.label.as_deref()) {
             facts.push((e.timestamp, f));
         }
         if signal.is_none() {
@@ -130,7 +130,7 @@ pub fn life_of(w: Id, entries: &[&Entry]) -> Life {
         if death_context.is_none() {
             death_context = actor_failure(&e.message).and_then(|f| f.death_context);
         }
-        driver |= e.component == "core_driver" && e.file_worker;
+        driver |= e.component() == "core_driver" && e.file_worker;
     }
     let (start, end) = if precise.0.is_some() { precise } else { any }.bounds();
     // Type and detail are chosen apart: GCS's `exits, type=` line has no detail, and
@@ -207,12 +207,12 @@ mod tests {
     /// `life_of` as it was first written, a pass per fact: the reference.
     fn reference(w: Id, entries: &[&Entry]) -> Life {
         let own: Vec<&&Entry> = entries.iter().filter(|e| e.in_worker_file()).collect();
-        let precise = |e: &&&Entry| !e.inferred && !matches!(e.component.as_str(), "event" | "export_event");
+        let precise = |e: &&&Entry| !e.inferred && !matches!(e.component(), "event" | "export_event");
         let timed: Vec<Timestamp> = entries.iter().filter(precise).filter_map(|e| e.timestamp).collect();
         let times = if timed.is_empty() { entries.iter().filter_map(|e| e.timestamp).collect() } else { timed };
         let facts: Vec<(Option<Timestamp>, ExitFact)> = entries
             .iter()
-            .filter_map(|e| exit_fact(&e.component, &e.message, e.label.as_deref()).map(|f| (e.timestamp, f)))
+            .filter_map(|e| exit_fact(e.component(), &e.message, e.label.as_deref()).map(|f| (e.timestamp, f)))
             .collect();
         let detail = best_exit(facts.iter().filter(|(_, f)| f.detail.is_some()).cloned()).and_then(|f| f.detail);
         let exit = best_exit(facts.into_iter().filter(|(_, f)| f.exit_type.is_some()));
@@ -224,14 +224,14 @@ mod tests {
                 .or_else(|| entries.iter().find_map(|e| pid_in_text(&e.message))),
             job_id: most_common(own.iter().filter_map(|e| e.ids.job_id)).or_else(|| w.job_of_driver_worker()),
             actor_id: most_common(own.iter().filter_map(|e| e.ids.actor_id)),
-            actor_class: own.iter().find(|e| e.component == "worker").and_then(|e| e.actor_name.clone()),
+            actor_class: own.iter().find(|e| e.component() == "worker").and_then(|e| e.actor_name.clone()),
             start: times.iter().min().copied(),
             end: times.iter().max().copied(),
             exit_type: exit.and_then(|f| f.exit_type),
             exit_detail: detail,
             signal: entries.iter().find_map(|e| crash_signal(&e.message)),
             death_context: entries.iter().filter_map(|e| actor_failure(&e.message)).find_map(|f| f.death_context),
-            driver: entries.iter().any(|e| e.component == "core_driver" && e.file_worker),
+            driver: entries.iter().any(|e| e.component() == "core_driver" && e.file_worker),
             records: entries.len(),
         }
     }

@@ -137,7 +137,7 @@ pub fn summarize(kind: Kind, id: &str, entries: &[&Entry], k: &Knowledge) -> Sum
 /// (`Phoenix.hello`), else the workers' `:actor_name:` marker.
 fn actor_class(own: &[&Entry], incarnations: &[Life]) -> Option<String> {
     own.iter()
-        .filter(|e| e.component == "export_event")
+        .filter(|e| e.component() == "export_event")
         .find_map(|e| export_word(&e.message, "class_name"))
         .or_else(|| {
             own.iter()
@@ -150,7 +150,7 @@ fn actor_class(own: &[&Entry], incarnations: &[Life]) -> Option<String> {
 /// The user-given name: export events' `name=`, else a structured-logging
 /// `actor_name` that differs from the class.
 fn actor_name(own: &[&Entry], class: Option<&str>) -> Option<String> {
-    own.iter().filter(|e| e.component == "export_event").find_map(|e| export_word(&e.message, "name")).or_else(|| {
+    own.iter().filter(|e| e.component() == "export_event").find_map(|e| export_word(&e.message, "name")).or_else(|| {
         own.iter()
             .filter(|e| e.in_worker_file())
             .filter_map(|e| e.actor_name.as_deref())
@@ -173,12 +173,12 @@ fn actor_summary(id: &str, own: &[&Entry], k: &Knowledge) -> ActorSummary {
     let exported_dead = own
         .iter()
         .rev()
-        .find(|e| e.component == "export_event" && export_word(&e.message, "state").as_deref() == Some("DEAD"));
+        .find(|e| e.component() == "export_event" && export_word(&e.message, "state").as_deref() == Some("DEAD"));
     let last = incarnations.last();
     // GCS destroying the actor after its last incarnation started ends it too (when
     // that worker's own files are not among the inputs).
     let destroyed = own.iter().rev().find(|e| {
-        e.component == "gcs_server"
+        e.component() == "gcs_server"
             && e.message.starts_with("Destroying actor")
             && last.is_none_or(|l| e.timestamp >= l.start)
     });
@@ -187,7 +187,7 @@ fn actor_summary(id: &str, own: &[&Entry], k: &Knowledge) -> ActorSummary {
     let state = own
         .iter()
         .rev()
-        .filter(|e| e.component == "export_event")
+        .filter(|e| e.component() == "export_event")
         .find_map(|e| export_word(&e.message, "state"))
         .or_else(|| ended.then(|| "DEAD".to_string()))
         .or_else(|| notified.last().map(|(s, _)| s.clone()));
@@ -213,19 +213,19 @@ type DriverKey = (Option<String>, Option<u32>, Option<String>);
 /// A driver's own files: its core log, or a Jobs API driver log (the job supervisor
 /// also names the submission, but it is an actor, not the driver).
 fn is_driver(e: &Entry) -> bool {
-    matches!(e.component.as_str(), "core_driver" | "driver")
+    matches!(e.component(), "core_driver" | "driver")
 }
 
 fn job_summary(id: &str, own: &[&Entry]) -> JobSummary {
     let mut drivers: BTreeMap<DriverKey, Driver> = BTreeMap::new();
     for e in own.iter().filter(|e| is_driver(e)) {
-        let key = (e.session.clone(), e.pid, e.submission_id.clone());
+        let key = (e.session().map(str::to_string), e.pid, e.submission_id().map(str::to_string));
         let d = drivers.entry(key).or_default();
         d.pid = d.pid.or(e.pid);
         d.worker_id = d.worker_id.or(e.ids.worker_id.filter(|_| e.file_worker));
         d.node_id = d.node_id.or(e.ids.node_id);
-        d.submission_id = d.submission_id.clone().or(e.submission_id.clone());
-        d.files.insert(e.file.clone());
+        d.submission_id = d.submission_id.clone().or(e.submission_id().map(str::to_string));
+        d.files.insert(e.file().to_string());
         d.records += 1;
     }
     let driver_workers: std::collections::HashSet<Id> = drivers.values().filter_map(|d| d.worker_id).collect();
@@ -248,7 +248,7 @@ fn job_summary(id: &str, own: &[&Entry]) -> JobSummary {
             // user-given name (structured logging) rather than the class.
             if let Some((class, _)) = e.task_name.as_deref().and_then(|t| t.split_once('.')) {
                 seen.class = Some(class.to_string());
-            } else if seen.class.is_none() && e.component == "worker" {
+            } else if seen.class.is_none() && e.component() == "worker" {
                 seen.class = e.actor_name.clone();
             }
         }

@@ -78,7 +78,7 @@ fn is_exception(msg: &str) -> bool {
 /// The worker an attempt's records name as running it (not the driver that submitted it).
 fn runner(es: &[&Entry]) -> Option<Id> {
     es.iter()
-        .filter(|e| e.in_worker_file() || e.component == "export_event")
+        .filter(|e| e.in_worker_file() || e.component() == "export_event")
         .find_map(|e| e.ids.worker_id.filter(|w| w.job_of_driver_worker().is_none()))
 }
 
@@ -106,7 +106,7 @@ fn attempt_of(number: Option<u32>, es: &[&Entry], own: &[&Entry]) -> Attempt {
 
 fn attempts(own: &[&Entry], k: &Knowledge) -> Vec<Attempt> {
     let mut numbered: BTreeMap<u32, Vec<&Entry>> = BTreeMap::new();
-    for e in own.iter().filter(|e| e.component == "export_event" || e.in_worker_file()) {
+    for e in own.iter().filter(|e| e.component() == "export_event" || e.in_worker_file()) {
         if let Some(n) = attempt_in_text(&e.message) {
             numbered.entry(n).or_default().push(e);
         }
@@ -133,7 +133,7 @@ pub fn task_summary(id: &str, own: &[&Entry], k: &Knowledge) -> TaskSummary {
     let attempts = attempts(own, k);
     let resubmissions = own
         .iter()
-        .filter(|e| e.component == "core_driver" && e.message.starts_with("Attempting to resubmit task"))
+        .filter(|e| e.component() == "core_driver" && e.message.starts_with("Attempting to resubmit task"))
         .count();
     let mut exceptions: Vec<Exception> = own
         .iter()
@@ -142,13 +142,13 @@ pub fn task_summary(id: &str, own: &[&Entry], k: &Knowledge) -> TaskSummary {
             time: e.timestamp,
             level: e.level,
             worker_id: e.ids.worker_id,
-            file: e.file.clone(),
+            file: e.file().to_string(),
             error_type: None,
             message: e.message.clone(),
             from_export: false,
         })
         .collect();
-    for e in own.iter().filter(|e| e.component == "export_event") {
+    for e in own.iter().filter(|e| e.component() == "export_event") {
         let Some((error_type, message)) = error_info(e) else { continue };
         if !exceptions.iter().any(|x| x.message == message) {
             let worker_id = e.ids.worker_id;
@@ -156,7 +156,7 @@ pub fn task_summary(id: &str, own: &[&Entry], k: &Knowledge) -> TaskSummary {
                 time: e.timestamp,
                 level: None,
                 worker_id,
-                file: e.file.clone(),
+                file: e.file().to_string(),
                 error_type,
                 message,
                 from_export: true,

@@ -280,7 +280,7 @@ pub fn write_line(out: &mut String, e: &Entry, c: &Clock, colour: bool) {
     padded(out, 7, |o| o.push_str(e.level.map_or("", |l| l.as_str())));
     out.push(' ');
     padded(out, 20, |o| {
-        o.push_str(&e.component);
+        o.push_str(e.component());
         if let Some(p) = e.pid.filter(|_| e.file_worker) {
             let _ = write!(o, "[{p}]");
         }
@@ -335,8 +335,8 @@ mod tests {
         };
         let reset = if colour_of.is_empty() { "" } else { RESET };
         let who = match e.pid.filter(|_| e.file_worker) {
-            Some(p) => format!("{}[{p}]", e.component),
-            None => e.component.clone(),
+            Some(p) => format!("{}[{p}]", e.component()),
+            None => e.component().to_string(),
         };
         let mark = if e.inferred || e.estimated { '~' } else { ' ' };
         let prefix = format!(
