@@ -296,3 +296,18 @@ fn counts_once_keeps_deaths_no_raylet_event_reports() {
     // Other exit types (an OOM kill) have no RAY_WORKER_FAILURE event: GCS counts.
     assert!(once(DeathSource::Gcs, "NODE_OUT_OF_MEMORY") && once(DeathSource::Gcs, "USER_ERROR"));
 }
+
+/// `between` ends a value at the first of its end bytes, whichever the number of them,
+/// and at the text's end with none (or none found).
+#[test]
+fn between_stops_at_the_first_end_byte() {
+    let m = "a = x1, b = y.z w, c = q r";
+    assert_eq!(between(m, lit!("a = "), b","), Some("x1"));
+    assert_eq!(between(m, lit!("b = "), b", "), Some("y.z"));
+    assert_eq!(between(m, lit!("b = "), b", ."), Some("y"));
+    assert_eq!(between(m, lit!("b = "), b"!?.w"), Some("y"));
+    assert_eq!(between(m, lit!("c = "), b""), Some("q r"));
+    assert_eq!(between(m, lit!("c = "), b","), Some("q r"));
+    assert_eq!(between(m, lit!("d = "), b","), None);
+    assert_eq!(between(m, lit!("q r"), b","), Some(""));
+}
