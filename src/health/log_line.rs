@@ -70,7 +70,6 @@ fn raylet_event<'a>(r: &Record<'a>, first: u8) -> Option<Event<'a>> {
     }
 }
 
-/// The text after `label` up to (not including) the first of `ends`, or the end.
 /// A literal's memmem searcher, built once: building one per search (`memmem::find`)
 /// was most of what reading a worker death took (3,100 instructions of its 5,300).
 macro_rules! lit {
@@ -80,6 +79,8 @@ macro_rules! lit {
     }};
 }
 
+/// The text after `label` (a [`lit!`]) up to (not including) the first of `ends`,
+/// or the end.
 fn between<'a>(m: &'a str, label: &Finder<'_>, ends: &[u8]) -> Option<&'a str> {
     // memmem, not `str::find`: building std's two-way searcher for each label was
     // most of what the agent spends on these lines (a GCS worker exit asks for five).
