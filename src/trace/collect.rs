@@ -43,8 +43,8 @@ struct Collector<'a> {
     /// The last `context` records of the current file; `None` for ones already kept.
     ring: VecDeque<Option<Entry>>,
     entries: Vec<Entry>,
-    /// `(time, seq)` of each entry, by index: sorting these instead of the entries
-    /// (576 bytes each, cold in cache after a large scan) took a tenth of a large
+    /// `(time, seq)` of each entry, by index: sorting the entries themselves (576
+    /// bytes each then, cold in cache after a large scan) took a tenth of a large
     /// trace's run.
     keys: Vec<(Option<Timestamp>, u64)>,
     records: usize,
@@ -80,14 +80,7 @@ impl Collector<'_> {
             return;
         }
         self.seq += 1;
-        let ids = match &self.last_ids {
-            Some(ids) if **ids == *r.ids => ids.clone(),
-            _ => self.last_ids.insert(Arc::new(*r.ids)).clone(),
-        };
-        let meta = match &self.last_meta {
-            Some(m) if **m == *r.file => m.clone(),
-            _ => self.last_meta.insert(Arc::new(r.file.clone())).clone(),
-        };
+        let (ids, meta) = (shared(&mut self.last_ids, r.ids), shared(&mut self.last_meta, r.file));
         let entry = Entry::from_record(r, self.seq, self.json, meta, ids);
         if !selected {
             self.push_ring(Some(entry));
@@ -115,6 +108,15 @@ impl Collector<'_> {
         while self.ring.len() > self.context {
             self.ring.pop_front();
         }
+    }
+}
+
+/// `last` when it holds `value`, else a new `Arc` of it, kept as `last` for the next
+/// entries: neighbours mostly share their file and ids.
+fn shared<T: Clone + PartialEq>(last: &mut Option<Arc<T>>, value: &T) -> Arc<T> {
+    match last {
+        Some(l) if **l == *value => l.clone(),
+        _ => last.insert(Arc::new(value.clone())).clone(),
     }
 }
 
