@@ -17,7 +17,7 @@ use crate::filter::{parse_time, Filter};
 use crate::health::sieve::needed;
 use crate::health::template::template_into;
 use crate::health::Collector;
-use crate::scan::{scan_noted, Note, Seen};
+use crate::scan::{scan_noted, Kept, Note, Seen};
 use raylog_parsers::{Level, Record};
 
 /// Output formats of `health`.
@@ -98,11 +98,11 @@ pub fn run(a: HealthArgs) -> Result<u8> {
         error
     };
     // On many threads only what can change the report is handed over.
-    let keep = |r: &Record<'_>, seen: &mut Seen| (all || filter.matches(r)) && needed(r, seen);
-    let report = scan_noted(&disc, &cfg, &keep, Some(note), &mut progress, &mut |r, template| {
-        if all || filter.matches(r) {
-            collector.observe_noted(r, template)
-        }
+    let keep = |r: &Record<'_>, seen: &mut Seen| if all || filter.matches(r) { needed(r, seen) } else { Kept::No };
+    let report = scan_noted(&disc, &cfg, &keep, Some(note), &mut progress, &mut |r, template, kept| match kept {
+        _ if !all && !filter.matches(r) => {}
+        Kept::Facts => collector.learn(r),
+        _ => collector.observe_noted(r, template),
     });
     if let Some(b) = bar {
         b.finish_and_clear();

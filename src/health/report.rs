@@ -222,6 +222,19 @@ struct TemplateAcc {
     last: Option<Timestamp>,
 }
 
+impl TemplateAcc {
+    fn count(&mut self, r: &Record<'_>) {
+        self.count += 1;
+        // A template's errors come from a few components: the key is made once each.
+        match self.components.get_mut(r.component()) {
+            Some(n) => *n += 1,
+            None => drop(self.components.insert(r.component().to_string(), 1)),
+        }
+        self.first = self.first.min(r.timestamp).or(self.first).or(r.timestamp);
+        self.last = self.last.max(r.timestamp);
+    }
+}
+
 /// Per-scan state.
 #[derive(Default)]
 pub struct Collector {
@@ -247,6 +260,9 @@ pub struct Collector {
     task_names: HashMap<Id, u32, IdMapState>,
     task_name_list: Vec<String>,
     task_name_index: HashMap<String, u32>,
+    /// The name learned last: a worker's tasks mostly share it, so most lookups are
+    /// one comparison instead of a hash.
+    last_task_name: u32,
     names: HashMap<Id, String, IdMapState>,
     templates: HashMap<String, TemplateAcc, IdMapState>,
     errors: u64,
@@ -357,8 +373,10 @@ impl Collector {
         }
     }
 
-    /// Facts other records state: pids of workers, classes and names of actors.
-    fn learn(&mut self, r: &Record<'_>) {
+    /// Takes in what `r` teaches (a worker's pid, a task's name, an actor's class
+    /// and name), and nothing else: all a record kept as its facts can change
+    /// ([`super::sieve`]).
+    pub fn learn(&mut self, r: &Record<'_>) {
         if let (Some(w), Some(pid)) = (r.ids.worker_id, r.pid) {
             if super::sieve::names_pid(r) {
                 self.pids.entry(w).or_insert(pid);
@@ -367,16 +385,19 @@ impl Collector {
         if let (Some(t), Some(n)) = (r.ids.task_id, r.task_name) {
             if let std::collections::hash_map::Entry::Vacant(v) = self.task_names.entry(t) {
                 let list = &mut self.task_name_list;
-                let i = match self.task_name_index.get(n) {
-                    Some(&i) => i,
-                    None => {
-                        let i = u32::try_from(list.len()).expect("fewer than 4 billion task names");
-                        list.push(n.to_string());
-                        self.task_name_index.insert(n.to_string(), i);
-                        i
-                    }
+                let last = self.last_task_name;
+                let i = if list.get(last as usize).is_some_and(|l| l == n) {
+                    last
+                } else if let Some(&i) = self.task_name_index.get(n) {
+                    i
+                } else {
+                    let i = u32::try_from(list.len()).expect("fewer than 4 billion task names");
+                    list.push(n.to_string());
+                    self.task_name_index.insert(n.to_string(), i);
+                    i
                 };
                 v.insert(i);
+                self.last_task_name = i;
             }
         }
         let Some(a) = r.ids.actor_id else { return };
@@ -408,21 +429,18 @@ impl Collector {
                 &made
             }
         };
-        if !self.templates.contains_key(key) {
-            let acc = TemplateAcc {
-                count: 0,
-                components: BTreeMap::new(),
-                example: crate::trace::facts::short(r.message, 240),
-                first: r.timestamp,
-                last: r.timestamp,
-            };
-            self.templates.insert(key.to_string(), acc);
+        if let Some(acc) = self.templates.get_mut(key) {
+            return acc.count(r);
         }
-        let acc = self.templates.get_mut(key).expect("inserted above");
-        acc.count += 1;
-        *acc.components.entry(r.component().to_string()).or_insert(0) += 1;
-        acc.first = acc.first.min(r.timestamp).or(acc.first).or(r.timestamp);
-        acc.last = acc.last.max(r.timestamp);
+        let mut acc = TemplateAcc {
+            count: 0,
+            components: BTreeMap::new(),
+            example: crate::trace::facts::short(r.message, 240),
+            first: r.timestamp,
+            last: r.timestamp,
+        };
+        acc.count(r);
+        self.templates.insert(key.to_string(), acc);
     }
 
     /// The report, every list sorted (by count, then time, then id).

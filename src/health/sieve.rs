@@ -7,29 +7,37 @@
 //! the first record that states them. A worker sifts the records of its segment (a
 //! run of the serial order) through [`needed`]; of the learning kind it keeps the
 //! first per id (the segment's [`Seen`]), which is as early as any the collector
-//! could learn from. The report is the same as from every record: a test feeds the
-//! fixtures both ways, cut into runs of many sizes.
+//! could learn from, and only its facts ([`Kept::Facts`]) when that is all it does:
+//! [`Collector::learn`](super::Collector::learn) reads no message or pairs but an
+//! actor definition's. The report is the same as from every record: a test feeds
+//! the fixtures both ways, cut into runs of many sizes.
 
 use raylog_parsers::{Level, Record};
 
-use crate::scan::Seen;
+use crate::scan::{Kept, Seen};
 
 /// `Seen` kinds: what a first record per id teaches.
 const PID: u8 = 0;
 const TASK_NAME: u8 = 1;
 const CLASS: u8 = 2;
 
-/// Whether a `Collector` that took the records before `r` may change on `r`;
-/// `seen` holds what the records of `r`'s run before it taught.
-pub fn needed(r: &Record<'_>, seen: &mut Seen) -> bool {
-    // Every `first` is asked (`|`, not `||`): a record kept for one reason teaches
-    // the others too, so it must count as their first.
+/// How much of `r` a `Collector` that took the records before it may change on:
+/// all of it, its facts (it only teaches a name), or nothing. `seen` holds what
+/// the records of `r`'s run before it taught.
+pub fn needed(r: &Record<'_>, seen: &mut Seen) -> Kept {
+    // Every `first` is asked, whatever else the record is: a record kept for one
+    // reason teaches the others too, so it must count as their first.
     let learns = teaches(r, seen);
-    learns
-        || r.level >= Some(Level::Error)
+    let counted = r.level >= Some(Level::Error)
+        || r.ids.actor_id.is_some() && defines_actor(r)
         || super::latency::observes(r)
         || super::latency::node_liveness(r).is_some()
-        || super::detect(r).is_some()
+        || super::detect(r).is_some();
+    match (counted, learns) {
+        (true, _) => Kept::Whole,
+        (false, true) => Kept::Facts,
+        (false, false) => Kept::No,
+    }
 }
 
 /// Whether `r` is the first of its run to teach what `Collector::learn` takes from it.
@@ -78,6 +86,7 @@ pub(super) fn worker_class<'a>(r: &Record<'a>) -> Option<&'a str> {
 mod tests {
     use std::path::{Path, PathBuf};
 
+    use raylog_parsers::record::Fields;
     use raylog_parsers::{Options, Timestamp};
 
     use super::*;
@@ -102,8 +111,15 @@ mod tests {
                     seen = Seen::default();
                 }
                 at += 1;
-                if !needed(r, &mut seen) {
-                    return;
+                match needed(r, &mut seen) {
+                    Kept::No => return,
+                    // As a batch replays it.
+                    Kept::Facts => {
+                        took += 1;
+                        let none = Fields::default();
+                        return c.learn(&Record { message: "", fields: &none, ..*r });
+                    }
+                    Kept::Whole => {}
                 }
             }
             took += 1;

@@ -5,7 +5,8 @@
 //! calling thread replays the batches in order as the same [`Record`]s, so the
 //! collector sees exactly what the serial scan shows it. A caller's [`Note`] of a
 //! record (`health`: an error's template) is worked out on the worker too and
-//! handed over with it, so that work leaves the calling thread.
+//! handed over with it, so that work leaves the calling thread. A record the caller
+//! only learns names from is copied as its [`Kept::Facts`]: no message, no pairs.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -34,6 +35,8 @@ struct Rec {
     fields: Range<u32>,
     /// The caller's [`Note`] of it, in [`Batch::text`].
     note: Option<Range<u32>>,
+    /// [`Kept::Whole`] or [`Kept::Facts`].
+    kept: Kept,
 }
 
 /// One `fields` pair: key and value ranges, and whether the value is JSON.
@@ -61,15 +64,16 @@ impl Batch {
         start..self.text.len() as u32
     }
 
-    fn push(&mut self, r: &Record<'_>, note: Option<Note<'_>>) {
+    fn push(&mut self, r: &Record<'_>, kept: Kept, note: Option<Note<'_>>) {
         if self.meta.is_none() {
             self.meta = Some(r.file.clone());
         }
-        let message = self.put(r.message);
+        let whole = kept == Kept::Whole;
+        let message = if whole { self.put(r.message) } else { 0..0 };
         let task_name = r.task_name.map(|s| self.put(s));
         let actor_name = r.actor_name.map(|s| self.put(s));
         let first = self.fields.len() as u32;
-        for f in r.fields.iter() {
+        for f in r.fields.iter().filter(|_| whole) {
             let key = self.put(f.key);
             let (value, json) = match f.value {
                 FieldValue::Str(v) => (self.put(v), false),
@@ -78,7 +82,7 @@ impl Batch {
             self.fields.push(Pair { key, value, json });
         }
         let start = self.text.len() as u32;
-        let note = note.and_then(|f| {
+        let note = note.filter(|_| whole).and_then(|f| {
             let noted = f(r, &mut self.text);
             noted.then_some(start..self.text.len() as u32)
         });
@@ -97,6 +101,7 @@ impl Batch {
             actor_name,
             fields: first..self.fields.len() as u32,
             note,
+            kept,
         });
     }
 
@@ -104,8 +109,9 @@ impl Batch {
         &self.text[r.start as usize..r.end as usize]
     }
 
-    /// Hands each record to `on_record`, as the parser made it, with its note.
-    pub fn replay(&self, on_record: &mut dyn FnMut(&Record<'_>, Option<&str>)) {
+    /// Hands each record to `on_record`, as the parser made it (or its facts), with
+    /// its note and how much of it was kept.
+    pub fn replay(&self, on_record: &mut dyn FnMut(&Record<'_>, Option<&str>, Kept)) {
         let Some(meta) = &self.meta else { return };
         for rec in &self.recs {
             let mut fields = Fields::default();
@@ -129,14 +135,27 @@ impl Batch {
                 fields: &fields,
                 truncated: rec.truncated,
             };
-            on_record(&record, rec.note.as_ref().map(|n| self.str(n)));
+            on_record(&record, rec.note.as_ref().map(|n| self.str(n)), rec.kept);
         }
     }
 }
 
-/// Which records a caller needs; the others are not copied. It is asked of every
-/// record of a segment in order, with the segment's [`Seen`].
-pub type Keep<'a> = &'a (dyn Fn(&Record<'_>, &mut Seen) -> bool + Sync);
+/// How much of a record a caller needs, asked of every record of a segment in
+/// order, with the segment's [`Seen`]; what it says no to is not copied.
+pub type Keep<'a> = &'a (dyn Fn(&Record<'_>, &mut Seen) -> Kept + Sync);
+
+/// What a [`Keep`] asks a worker to copy of a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    No,
+    /// The record, and the caller's [`Note`] of it.
+    Whole,
+    /// Its facts only: times, level, offset, ids, pid, task and actor names, file.
+    /// It is replayed with an empty message, no pairs and no note. `health` learns
+    /// the names of tasks from records that change nothing else: most of those it
+    /// keeps, whose messages would cross to the calling thread for nothing.
+    Facts,
+}
 
 /// What a [`Keep`] remembers of the segment it is sifting, for a caller that needs
 /// only the first record of a segment to say something (`health` learns a worker's
@@ -186,8 +205,9 @@ impl Fold for Copy<'_> {
     type Piece = Batch;
 
     fn add(&self, b: &mut Batch, r: &Record<'_>) {
-        if (self.keep)(r, &mut b.seen) {
-            b.push(r, self.note);
+        match (self.keep)(r, &mut b.seen) {
+            Kept::No => {}
+            kept => b.push(r, kept, self.note),
         }
     }
 

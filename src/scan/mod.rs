@@ -14,7 +14,7 @@
 
 mod archive;
 mod batch;
-pub use batch::{Keep, Note, Seen};
+pub use batch::{Keep, Kept, Note, Seen};
 mod flow;
 pub mod parallel;
 mod pass_one;
@@ -73,29 +73,31 @@ pub fn scan(
 pub fn scan_where(
     disc: &Discovered,
     cfg: &ScanConfig,
-    keep: batch::Keep<'_>,
+    keep: &(dyn Fn(&Record<'_>, &mut Seen) -> bool + Sync),
     progress: &mut dyn FnMut(u64),
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> ScanReport {
-    scan_noted(disc, cfg, keep, None, progress, &mut |r, _| on_record(r))
+    let keep = |r: &Record<'_>, seen: &mut Seen| if keep(r, seen) { Kept::Whole } else { Kept::No };
+    scan_noted(disc, cfg, &keep, None, progress, &mut |r, _, _| on_record(r))
 }
 
-/// [`scan_where`], where on many threads the workers also work out `note` for each
-/// record kept, handed to `on_record` with it; on one thread every note is `None`
-/// (the caller works it out, the same way).
+/// [`scan_where`], where `keep` may ask for a record's facts only and on many
+/// threads the workers also work out `note` for each record kept whole, handed to
+/// `on_record` with it and what was kept; on one thread every record comes whole
+/// and every note is `None` (the caller works it out, the same way).
 pub fn scan_noted(
     disc: &Discovered,
     cfg: &ScanConfig,
     keep: batch::Keep<'_>,
     note: Option<batch::Note<'_>>,
     progress: &mut dyn FnMut(u64),
-    on_record: &mut dyn FnMut(&Record<'_>, Option<&str>),
+    on_record: &mut dyn FnMut(&Record<'_>, Option<&str>, Kept),
 ) -> ScanReport {
     if cfg.threads > 1 {
         let copy = batch::Copy { keep, note };
         return parallel::scan(disc, cfg, cfg.threads, &copy, progress, &mut |b| b.replay(on_record));
     }
-    let on_record = &mut |r: &Record<'_>| on_record(r, None);
+    let on_record = &mut |r: &Record<'_>| on_record(r, None, Kept::Whole);
     let mut report = ScanReport { failures: disc.failures.clone(), ..ScanReport::default() };
     let PassOne { mut corr, nodes, hints, metas, archive_facts } = pass_one(disc, cfg, &mut report);
     for ((f, meta), hint) in disc.files.iter().zip(metas).zip(hints) {
