@@ -7,12 +7,14 @@
 //! [`mod@detect`], which depends on neither. The agent calls it per record to count
 //! them, `raylog health` feeds every record of an archive to a [`report::Collector`]
 //! which merges, groups and counts them, and [`text`] or serde (JSON) print the
-//! [`report::Report`]. [`template`] turns ERROR messages into
-//! groupable templates for `top_errors`. [`latency`] reads GCS's and the raylets'
-//! `Event stats:` blocks into the report's `latency` section. [`sieve`] says which
-//! records can change a collector, so parse workers hand over only those.
+//! [`report::Report`]. [`template`] turns ERROR messages into groupable templates,
+//! which [`errors`] counts for `top_errors`. [`latency`] reads GCS's and the
+//! raylets' `Event stats:` blocks into the report's `latency` section. [`sieve`]
+//! says which records can change a collector, so parse workers hand over only those
+//! (or only the names they teach).
 
 pub mod detect;
+pub mod errors;
 pub mod latency;
 pub mod log_line;
 pub mod ray_event;

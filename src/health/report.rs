@@ -1,10 +1,11 @@
 //! Report: the events of a whole scan, merged and grouped for an incident responder.
 //!
-//! [`Collector::observe`] runs per record: [`super::detect()`] first, then a few cheap facts
-//! other records state (a worker's pid, an actor's class and name) so a death can
-//! be told with them; ERROR and FATAL records feed the message templates. One death
-//! said twice (GCS and the raylet's event) is one death: rows merge by worker id.
-//! [`Collector::finish`] sorts everything into the owned, serialisable [`Report`].
+//! [`Collector::observe`] runs per record: [`super::detect()`] first, then a few cheap
+//! facts other records state (a worker's pid, an actor's class and name) so a death
+//! can be told with them; ERROR and FATAL records feed the message templates
+//! ([`super::errors`]). One death said twice (GCS and the raylet's event) is one
+//! death: rows merge by worker id. [`Collector::finish`] sorts everything into the
+//! owned, serialisable [`Report`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,10 +15,7 @@ use raylog_parsers::{Id, Level, Record, Timestamp};
 use serde::Serialize;
 
 use super::detect::{DeathSource, Event, TaskFailureSource};
-use super::template::template;
-
-/// How many `top_errors` templates are kept.
-pub const TOP_ERRORS: usize = 20;
+pub use super::errors::{ErrorTemplate, TOP_ERRORS};
 
 fn time(t: Option<Timestamp>) -> Option<String> {
     t.map(|t| t.to_rfc3339())
@@ -162,17 +160,6 @@ pub struct TaskFailures {
     pub by_exception: Vec<ExceptionGroup>,
 }
 
-/// One ERROR/FATAL message template.
-#[derive(Debug, Serialize)]
-pub struct ErrorTemplate {
-    pub template: String,
-    pub count: u64,
-    pub components: BTreeMap<String, u64>,
-    pub example: String,
-    pub first: Option<String>,
-    pub last: Option<String>,
-}
-
 #[derive(Debug, Serialize)]
 pub struct DriverFailureRow {
     pub submission_id: String,
@@ -214,27 +201,6 @@ struct ActorFact {
     fail: super::detect::ActorFailure,
 }
 
-struct TemplateAcc {
-    count: u64,
-    components: BTreeMap<String, u64>,
-    example: String,
-    first: Option<Timestamp>,
-    last: Option<Timestamp>,
-}
-
-impl TemplateAcc {
-    fn count(&mut self, r: &Record<'_>) {
-        self.count += 1;
-        // A template's errors come from a few components: the key is made once each.
-        match self.components.get_mut(r.component()) {
-            Some(n) => *n += 1,
-            None => drop(self.components.insert(r.component().to_string(), 1)),
-        }
-        self.first = self.first.min(r.timestamp).or(self.first).or(r.timestamp);
-        self.last = self.last.max(r.timestamp);
-    }
-}
-
 /// Per-scan state.
 #[derive(Default)]
 pub struct Collector {
@@ -264,8 +230,7 @@ pub struct Collector {
     /// one comparison instead of a hash.
     last_task_name: u32,
     names: HashMap<Id, String, IdMapState>,
-    templates: HashMap<String, TemplateAcc, IdMapState>,
-    errors: u64,
+    errors: super::errors::Errors,
     latency: super::latency::Collector,
 }
 
@@ -275,12 +240,12 @@ impl Collector {
         self.observe_noted(r, None)
     }
 
-    /// [`Collector::observe`], given the record's [`template`] when it is an error
+    /// [`Collector::observe`], given the record's [`template`](super::template) when it is an error
     /// and that was worked out already (on a parse worker).
     pub fn observe_noted(&mut self, r: &Record<'_>, template: Option<&str>) {
         self.learn(r);
         if r.level >= Some(Level::Error) {
-            self.error(r, template);
+            self.errors.add(r, template);
         }
         if let Some(ev) = super::detect(r) {
             self.record(r, ev);
@@ -419,33 +384,11 @@ impl Collector {
         }
     }
 
-    fn error(&mut self, r: &Record<'_>, known: Option<&str>) {
-        self.errors += 1;
-        let made;
-        let key = match known {
-            Some(k) => k,
-            None => {
-                made = template(r.message);
-                &made
-            }
-        };
-        if let Some(acc) = self.templates.get_mut(key) {
-            return acc.count(r);
-        }
-        let mut acc = TemplateAcc {
-            count: 0,
-            components: BTreeMap::new(),
-            example: crate::trace::facts::short(r.message, 240),
-            first: r.timestamp,
-            last: r.timestamp,
-        };
-        acc.count(r);
-        self.templates.insert(key.to_string(), acc);
-    }
-
     /// The report, every list sorted (by count, then time, then id).
     pub fn finish(mut self) -> Report {
         let actor_failures = self.actor_report();
+        let errors = std::mem::take(&mut self.errors);
+        let error_records = errors.records();
         Report {
             worker_deaths: group_deaths(std::mem::take(&mut self.deaths)),
             oom_kills: self.oom_report(),
@@ -455,14 +398,14 @@ impl Collector {
             task_failures: task_report(std::mem::take(&mut self.tasks), &|t| {
                 self.task_names.get(t).map(|&i| self.task_name_list[i as usize].clone())
             }),
-            top_errors: top_errors(std::mem::take(&mut self.templates)),
+            top_errors: errors.top(),
             driver_failures: std::mem::take(&mut self.drivers).into_values().collect(),
             object_spilling: Spilling {
                 mib: self.spill_totals.values().map(|t| t.0).sum(),
                 objects: self.spill_totals.values().map(|t| t.1).sum(),
                 ..std::mem::take(&mut self.spill)
             },
-            error_records: self.errors,
+            error_records,
             latency: std::mem::take(&mut self.latency).finish(),
         }
     }
@@ -611,21 +554,4 @@ fn task_report(tasks: Vec<(String, TaskFailureRow)>, name_of: &dyn Fn(&Id) -> Op
         .collect();
     by_exception.sort_by_key(|g| std::cmp::Reverse(g.count));
     TaskFailures { total: by_exception.iter().map(|g| g.count).sum(), by_exception }
-}
-
-fn top_errors(templates: HashMap<String, TemplateAcc, IdMapState>) -> Vec<ErrorTemplate> {
-    let mut v: Vec<ErrorTemplate> = templates
-        .into_iter()
-        .map(|(template, a)| ErrorTemplate {
-            template,
-            count: a.count,
-            components: a.components,
-            example: a.example,
-            first: time(a.first),
-            last: time(a.last),
-        })
-        .collect();
-    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.first.cmp(&b.first)).then(a.template.cmp(&b.template)));
-    v.truncate(TOP_ERRORS);
-    v
 }
