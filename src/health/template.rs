@@ -21,40 +21,98 @@ pub fn template_into(message: &str, out: &mut String) {
     const MAX: usize = 200;
     let line = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
     out.reserve(line.len().min(MAX) + 8);
+    let bytes = line.as_bytes();
     // Characters of the template so far.
-    let mut chars = 0;
-    let mut rest = line;
-    while let Some(c) = rest.chars().next() {
+    let (mut chars, mut at) = (0, 0);
+    while at < bytes.len() {
         if chars >= MAX {
             out.push('…');
             break;
         }
-        if c == '\'' || c == '"' {
+        let b = bytes[at];
+        if b == b'\'' || b == b'"' {
             // An unclosed quote runs past the first line: the rest is the string.
-            let end = rest[1..].find(c).map_or(rest.len(), |e| e + 2);
+            at = memchr::memchr(b, &bytes[at + 1..]).map_or(bytes.len(), |e| at + e + 2);
             out.push_str("<str>");
             chars += 5;
-            rest = &rest[end..];
             continue;
         }
-        if c.is_whitespace() || is_punct(c) {
-            out.push(c);
+        if let Some(len) = separator(line, at) {
+            out.push_str(&line[at..at + len]);
             chars += 1;
-            rest = &rest[c.len_utf8()..];
+            at += len;
             continue;
         }
-        // A double quote ends a word too (`key:"value"`); an apostrophe does not (`can't`).
-        let end = rest.find(|ch: char| ch.is_whitespace() || is_punct(ch) || ch == '"').unwrap_or(rest.len());
+        let end = word_end(line, at);
         let start = out.len();
-        word_template(&rest[..end], out);
+        word_template(&line[at..end], out);
         chars += out[start..].chars().count();
-        rest = &rest[end..];
+        at = end;
     }
+}
+
+/// What ASCII bytes are to a template: a separator (whitespace or [`is_punct`]), a
+/// double quote (which ends a word too: `key:"value"`; an apostrophe does not:
+/// `can't`), or part of a word.
+const SEP: u8 = 1;
+const QUOTE: u8 = 2;
+static CLASS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut c = 0;
+    while c < 128 {
+        let ch = c as u8 as char;
+        // `char::is_whitespace` of ASCII (not `is_ascii_whitespace`, which leaves out
+        // the vertical tab); not called here: it is `const` only since Rust 1.87.
+        let space = matches!(c, 0x09..=0x0d | 0x20);
+        if space || is_punct(ch) {
+            t[c] = SEP;
+        } else if ch == '"' {
+            t[c] = QUOTE;
+        }
+        c += 1;
+    }
+    t
+};
+
+/// The length of the separator character at byte `at` of `line`, if it is one.
+/// Non-ASCII characters are decoded only here: Unicode whitespace separates too.
+fn separator(line: &str, at: usize) -> Option<usize> {
+    let b = line.as_bytes()[at];
+    if b < 0x80 {
+        return (CLASS[b as usize] == SEP).then_some(1);
+    }
+    let c = line[at..].chars().next()?;
+    c.is_whitespace().then(|| c.len_utf8())
+}
+
+/// Where the word starting at byte `at` of `line` ends: at a separator or a double
+/// quote. Its first character is not one (the caller saw to that), and is passed
+/// over unasked, so a word is never empty and the scan always moves on.
+fn word_end(line: &str, at: usize) -> usize {
+    let bytes = line.as_bytes();
+    let first = line[at..].chars().next().map_or(0, char::len_utf8);
+    let mut at = at + first;
+    while at < bytes.len() {
+        let b = bytes[at];
+        if b < 0x80 {
+            if CLASS[b as usize] != 0 {
+                return at;
+            }
+            at += 1;
+            continue;
+        }
+        let c = line[at..].chars().next().expect("at a character boundary");
+        if c.is_whitespace() {
+            return at;
+        }
+        at += c.len_utf8();
+    }
+    at
 }
 
 /// Characters that end a word, but not `.`, `/`, `:` or `=`, which live inside
 /// paths, addresses, numbers and pairs.
-fn is_punct(c: char) -> bool {
+const fn is_punct(c: char) -> bool {
     matches!(c, ',' | ';' | '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '|' | '!' | '?' | '`')
 }
 
@@ -72,16 +130,19 @@ fn word_template(word: &str, out: &mut String) {
 fn value_template(w: &str, out: &mut String) {
     let core = w.trim_end_matches([':', '.']);
     let tail = &w[core.len()..];
-    if is_path(core) {
+    // Paths hold a `/`, addresses, ids and numbers a digit: most words have neither
+    // and are kept as they are.
+    let (digit, slash) = core.bytes().fold((false, false), |(d, s), b| (d || b.is_ascii_digit(), s || b == b'/'));
+    if slash && is_path(core) {
         out.push_str("<path>");
+    } else if !digit {
+        out.push_str(core);
     } else if is_ip(core) {
         out.push_str("<ip>");
     } else if is_hex_id(core) {
         out.push_str("<id>");
-    } else if core.bytes().any(|b| b.is_ascii_digit()) {
-        numbers(core, out);
     } else {
-        out.push_str(core);
+        numbers(core, out);
     }
     out.push_str(tail);
 }
@@ -123,53 +184,5 @@ fn numbers(w: &str, out: &mut String) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::template;
-
-    #[test]
-    fn ids_numbers_paths_and_quotes_are_replaced() {
-        // fixtures/ray-2.60-text/.../raylet.out (a real W line, with its context pair).
-        let m = "DisconnectClient: failed to send SIGTERM to process group 4302: No such process, errno=3 worker_id=354b6a02805d6d179cf7bb798749cd2c73ef5011302c96fb4a690562";
-        assert_eq!(
-            template(m),
-            "DisconnectClient: failed to send SIGTERM to process group <n>: No such process, errno=<n> worker_id=<id>"
-        );
-        // fixtures/ray-2.60-text/.../worker-f940b79c…-4202.err
-        let t = "Traceback (most recent call last):\n  File \"/home/ray/x.py\", line 3";
-        assert_eq!(template(t), "Traceback (most recent call last):");
-        assert_eq!(template("open '/tmp/ray/a b' failed at /tmp/ray/session_1/x.log"), "open <str> failed at <path>");
-        assert_eq!(
-            template("RpcError: connect to 192.0.2.2:42717 failed after 1.5s"),
-            "RpcError: connect to <ip> failed after <n>s"
-        );
-    }
-
-    #[test]
-    fn two_workers_same_error_same_template() {
-        let a =
-            "Failed to export metrics. Result: 1 worker_id=354b6a02805d6d179cf7bb798749cd2c73ef5011302c96fb4a690562";
-        let b =
-            "Failed to export metrics. Result: 14 worker_id=78858d8b5465e97a63167f14411e5b7eef6432391a4bf71a583a5995";
-        assert_eq!(template(a), template(b));
-        assert_ne!(template(a), template("Failed to import metrics. Result: 1"));
-        assert_eq!(template("Unknown error: deadbeef"), "Unknown error: deadbeef", "a word, not an id");
-        assert_eq!(template("can't bind: {\"port\":\"8265\"}"), "can't bind: {<str>:<str>}");
-        // fixtures/ray-2.60-text/.../dashboard_agent.log: a list whose string runs on.
-        assert_eq!(template("Report event failed: ['{\"a\": 1"), "Report event failed: [<str>");
-    }
-
-    #[test]
-    fn long_messages_stop_at_two_hundred_characters() {
-        // Counted in characters, not bytes, of the template (ids count as `<id>`).
-        let word = "été ".repeat(80);
-        let t = template(&word);
-        assert_eq!(t.chars().count(), 201, "{t}");
-        assert!(t.ends_with('…') && t.starts_with("été été"));
-        let ids = "deadbeef01 ".repeat(60);
-        assert_eq!(template(&ids), format!("{}…", "<id> ".repeat(40)));
-        // Into a buffer that holds something already: only the template counts.
-        let mut out = "x".repeat(500);
-        super::template_into(&word, &mut out);
-        assert_eq!(out[500..], t);
-    }
-}
+#[path = "template_tests.rs"]
+mod tests;
