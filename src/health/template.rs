@@ -37,16 +37,23 @@ pub fn template_into(message: &str, out: &mut String) {
             chars += 5;
             continue;
         }
+        if b < 0x80 && CLASS[b as usize] == SEP {
+            out.push(b as char);
+            chars += 1;
+            at += 1;
+            continue;
+        }
         if let Some(len) = separator(line, at) {
             out.push_str(&line[at..at + len]);
             chars += 1;
             at += len;
             continue;
         }
-        let end = word_end(line, at);
+        let (end, ascii) = word_end(line, at);
         let start = out.len();
         word_template(&line[at..end], out);
-        chars += out[start..].chars().count();
+        // What replaces a word is ASCII: an ASCII word's template is too.
+        chars += if ascii { out.len() - start } else { out[start..].chars().count() };
         at = end;
     }
 }
@@ -85,29 +92,30 @@ fn separator(line: &str, at: usize) -> Option<usize> {
     c.is_whitespace().then(|| c.len_utf8())
 }
 
-/// Where the word starting at byte `at` of `line` ends: at a separator or a double
-/// quote. Its first character is not one (the caller saw to that), and is passed
-/// over unasked, so a word is never empty and the scan always moves on.
-fn word_end(line: &str, at: usize) -> usize {
+/// Where the word starting at byte `at` of `line` ends (at a separator or a double
+/// quote), and whether it is ASCII. Its first character is not a separator or a
+/// quote (the caller saw to that), and is passed over unasked, so a word is never
+/// empty and the scan always moves on.
+fn word_end(line: &str, at: usize) -> (usize, bool) {
     let bytes = line.as_bytes();
     let first = line[at..].chars().next().map_or(0, char::len_utf8);
-    let mut at = at + first;
+    let (mut at, mut ascii) = (at + first, first == 1);
     while at < bytes.len() {
         let b = bytes[at];
         if b < 0x80 {
             if CLASS[b as usize] != 0 {
-                return at;
+                return (at, ascii);
             }
             at += 1;
             continue;
         }
         let c = line[at..].chars().next().expect("at a character boundary");
         if c.is_whitespace() {
-            return at;
+            return (at, false);
         }
-        at += c.len_utf8();
+        (at, ascii) = (at + c.len_utf8(), false);
     }
-    at
+    (at, ascii)
 }
 
 /// Characters that end a word, but not `.`, `/`, `:` or `=`, which live inside
@@ -128,7 +136,8 @@ fn word_template(word: &str, out: &mut String) {
 }
 
 fn value_template(w: &str, out: &mut String) {
-    let core = w.trim_end_matches([':', '.']);
+    // `trim_end_matches([':', '.'])`, a byte at a time: both are ASCII.
+    let core = &w[..w.bytes().rposition(|b| b != b':' && b != b'.').map_or(0, |i| i + 1)];
     let tail = &w[core.len()..];
     // Paths hold a `/`, addresses, ids and numbers a digit: most words have neither
     // and are kept as they are.
@@ -170,17 +179,22 @@ fn is_hex_id(w: &str) -> bool {
 
 /// Every run of digits (with `.` inside it) becomes `<n>`: `4302ms` → `<n>ms`.
 fn numbers(w: &str, out: &mut String) {
-    let mut in_num = false;
-    for c in w.chars() {
-        let digitish = c.is_ascii_digit() || (in_num && c == '.');
-        if digitish && !in_num {
-            out.push_str("<n>");
+    let bytes = w.as_bytes();
+    let (mut at, mut kept) = (0, 0);
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
         }
-        if !digitish {
-            out.push(c);
+        out.push_str(&w[kept..at]);
+        out.push_str("<n>");
+        at += 1;
+        while at < bytes.len() && (bytes[at].is_ascii_digit() || bytes[at] == b'.') {
+            at += 1;
         }
-        in_num = digitish;
+        kept = at;
     }
+    out.push_str(&w[kept..]);
 }
 
 #[cfg(test)]

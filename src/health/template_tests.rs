@@ -115,7 +115,7 @@ fn reference_value(w: &str, out: &mut String) {
     } else if super::is_hex_id(core) {
         out.push_str("<id>");
     } else if core.bytes().any(|b| b.is_ascii_digit()) {
-        super::numbers(core, out);
+        reference_numbers(core, out);
     } else {
         out.push_str(core);
     }
@@ -129,6 +129,20 @@ fn the_ascii_classes_are_the_characters_own() {
         let sep = c.is_whitespace() || reference_punct(c);
         assert_eq!(super::CLASS[b as usize] == super::SEP, sep, "{b:#x}");
         assert_eq!(super::CLASS[b as usize] == super::QUOTE, c == '"', "{b:#x}");
+    }
+}
+
+fn reference_numbers(w: &str, out: &mut String) {
+    let mut in_num = false;
+    for c in w.chars() {
+        let digitish = c.is_ascii_digit() || (in_num && c == '.');
+        if digitish && !in_num {
+            out.push_str("<n>");
+        }
+        if !digitish {
+            out.push(c);
+        }
+        in_num = digitish;
     }
 }
 
