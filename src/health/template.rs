@@ -58,11 +58,12 @@ pub fn template_into(message: &str, out: &mut String) {
     }
 }
 
-/// What ASCII bytes are to a template: a separator (whitespace or [`is_punct`]), a
-/// double quote (which ends a word too: `key:"value"`; an apostrophe does not:
-/// `can't`), or part of a word.
+/// A [`CLASS`]: whitespace or [`is_punct`].
 const SEP: u8 = 1;
+/// A [`CLASS`]: a double quote, which ends a word too (`key:"value"`; an apostrophe
+/// does not: `can't`).
 const QUOTE: u8 = 2;
+/// What each ASCII byte is to a template: [`SEP`], [`QUOTE`], or 0 (part of a word).
 static CLASS: [u8; 128] = {
     let mut t = [0u8; 128];
     let mut c = 0;
@@ -81,8 +82,9 @@ static CLASS: [u8; 128] = {
     t
 };
 
-/// The length of the separator character at byte `at` of `line`, if it is one.
-/// Non-ASCII characters are decoded only here: Unicode whitespace separates too.
+/// The length of the separator character at byte `at` of `line`, if it is one. A
+/// non-ASCII character is decoded (here and in [`word_end`]) to ask whether it is
+/// Unicode whitespace, which separates too.
 fn separator(line: &str, at: usize) -> Option<usize> {
     let b = line.as_bytes()[at];
     if b < 0x80 {
