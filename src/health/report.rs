@@ -240,8 +240,8 @@ impl Collector {
         self.observe_noted(r, None)
     }
 
-    /// [`Collector::observe`], given the record's [`template`](super::template) when it is an error
-    /// and that was worked out already (on a parse worker).
+    /// [`Collector::observe`], given the record's [`template`](super::template) when
+    /// it is an error and that was worked out already (on a parse worker).
     pub fn observe_noted(&mut self, r: &Record<'_>, template: Option<&str>) {
         self.learn(r);
         if r.level >= Some(Level::Error) {
