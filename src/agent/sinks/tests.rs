@@ -16,6 +16,8 @@ use crate::agent::config::values::{DurationValue, Problems};
 use crate::agent::metrics::Metrics;
 use crate::testkit::elasticsearch as testes;
 
+const FIXTURE_SESSION: &str = "session_2026-11-30_09-31-29_637100_6988";
+
 /// `n` raylet records, `seq=0..n`, in one batch.
 fn batch(n: u64) -> Arc<Batch> {
     let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
@@ -146,4 +148,35 @@ async fn a_request_without_answer_is_cut_short_when_the_grace_period_ends() {
     let Rig { task, mut acks, .. } = rig;
     tokio::time::timeout(Duration::from_secs(10), task).await.expect("the sink did not stop").unwrap();
     assert!(acks.recv().await.is_none(), "a batch never delivered was acknowledged");
+}
+
+/// Every file of a real Ray session (fixture `ray-2.60-jobs-serve`), parsed as the
+/// agent does, into one batch; `now_ns` is when records without a time were read.
+pub(super) fn fixture_batch(now_ns: i64) -> Batch {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let logs = root.join("fixtures/ray-2.60-jobs-serve").join(FIXTURE_SESSION).join("logs");
+    let (mut rels, mut dirs) = (vec![], vec![logs.clone()]);
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                rels.push(p.strip_prefix(&logs).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    rels.sort();
+    let labels = [("ray.io/node-type".to_string(), "head".to_string())].into();
+    let node = Arc::new(NodeIdentity::new("node-a".into(), Some("c1".into()), labels));
+    let mut b = Batch::new(1, node);
+    let (mut corr, opts) = (Correlator::new(), Options::default());
+    for rel in &rels {
+        let text = std::fs::read(logs.join(rel)).unwrap();
+        let mut p = FileParser::new(classify(rel, Some(FIXTURE_SESSION)), None, None);
+        let identity = format!("2049:{rel}");
+        p.push(&text, &mut corr, &opts, &mut |r| b.push(r, now_ns, doc_id(&identity, r.offset, r.message)));
+        p.finish(&mut corr, &opts, &mut |r| b.push(r, now_ns, doc_id(&identity, r.offset, r.message)));
+    }
+    b
 }

@@ -478,37 +478,6 @@ async fn a_single_document_too_large_is_rejected_alone() {
     assert!(d.rejected[0].2.contains("413"), "{:?}", d.rejected);
 }
 
-/// Every file of a real Ray session (fixture `ray-2.60-jobs-serve`), parsed as the
-/// agent does, into one batch.
-fn fixture_batch() -> Batch {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let logs = root.join("fixtures/ray-2.60-jobs-serve").join(SESSION).join("logs");
-    let (mut rels, mut dirs) = (vec![], vec![logs.clone()]);
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else {
-                rels.push(p.strip_prefix(&logs).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    rels.sort();
-    let labels = [("ray.io/node-type".to_string(), "head".to_string())].into();
-    let node = Arc::new(NodeIdentity::new("node-a".into(), Some("c1".into()), labels));
-    let mut b = Batch::new(1, node);
-    let (mut corr, opts) = (Correlator::new(), Options::default());
-    for rel in &rels {
-        let text = std::fs::read(logs.join(rel)).unwrap();
-        let mut p = FileParser::new(classify(rel, Some(SESSION)), None, None);
-        let identity = format!("2049:{rel}");
-        p.push(&text, &mut corr, &opts, &mut |r| b.push(r, now_ns(), doc_id(&identity, r.offset, r.message)));
-        p.finish(&mut corr, &opts, &mut |r| b.push(r, now_ns(), doc_id(&identity, r.offset, r.message)));
-    }
-    b
-}
-
 /// The `_bulk` bodies of a real session, in every compression, are the ones the
 /// encoder sent before its gzip was rewritten for speed (#23): the golden file was
 /// written by the code of 2 December 2026 (commit 26007f6), for a data stream and a
@@ -517,7 +486,7 @@ fn fixture_batch() -> Batch {
 fn bulk_bodies_of_a_real_session_match_the_golden_file() {
     use super::config::Gzip;
     use crate::agent::sinks::gzip::tests::gunzip;
-    let b = fixture_batch();
+    let b = crate::agent::sinks::tests::fixture_batch(now_ns());
     let sel: Vec<u32> = (0..b.len() as u32).collect();
     let mut bodies = [vec![], vec![], vec![]];
     for target in [EsTarget::DataStream("logs-ray-default".into()), EsTarget::Index("ray-%Y.%m.%d".into())] {

@@ -11,7 +11,7 @@ use raylog_parsers::{classify, Correlator, FileParser, Id, Options};
 use super::config::{LokiConfig, LokiRaw};
 use super::service::LokiSink;
 use crate::agent::batch::{doc_id, Batch, NodeIdentity};
-use crate::agent::config::values::{DurationValue, Problems, Secret};
+use crate::agent::config::values::{DurationValue, Problems, Secret, SizeValue};
 use crate::agent::sinks::http::BasicAuthRaw;
 use crate::agent::sinks::{DeadReason, SendError};
 use crate::testkit::loki::{self, parse_labels, LokiServer, ReceivedEntry};
@@ -622,4 +622,62 @@ async fn each_stream_is_paced_and_split_under_lokis_shard_rate() {
         |r: &mut LokiRaw| r.max_stream_bytes_per_second = Some(crate::agent::config::values::SizeValue::Bytes(0));
     LokiSink::new(config(&server, edit)).send(&batch, None).await.expect("accepted");
     assert_eq!(server.requests().len(), 1);
+}
+
+/// The protobuf push bodies (before snappy) of a real session, in four configurations,
+/// are byte for byte the ones the encoder made before it reused a stream's repeated
+/// metadata (#23): the golden file was written by the code of 6 December 2026
+/// (commit 058e98e). `RAYLOG_BLESS=1` rewrites it after an intended change.
+#[test]
+fn push_bodies_of_a_real_session_match_the_golden_file() {
+    use super::encode::LokiEncoder;
+    let now = ns("2026-12-01T00:00:05Z");
+    let b = crate::agent::sinks::tests::fixture_batch(now);
+    let configs: [fn(&mut LokiRaw); 4] = [
+        |_| {},
+        // Many lines cut: entries with the `truncated` pair after their metadata.
+        |r| r.max_line_bytes = Some(SizeValue::Bytes(1024)),
+        |r| {
+            r.line_format = Some("json".into());
+            r.structured_metadata = Some(vec!["stream".into(), "pid".into(), "task_id".into(), "file".into()]);
+        },
+        // A stream per file and level: long runs of one file's entries.
+        |r| {
+            r.allow_high_cardinality_labels = true;
+            r.labels = Some(map(&[("file", "{file}"), ("level", "{level}")]));
+        },
+    ];
+    let mut bodies = vec![];
+    for (k, edit) in configs.into_iter().enumerate() {
+        let mut raw = LokiRaw {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            reject_old_after: Some(DurationValue::Text("3650d".into())),
+            ..LokiRaw::default()
+        };
+        edit(&mut raw);
+        let mut p = Problems::default();
+        let cfg = raw.validate("sinks[0]", &mut p);
+        assert!(p.is_empty(), "{p}");
+        let push = LokiEncoder::new(&cfg).encode(&b, None).unwrap();
+        assert_eq!(push.entries, b.len());
+        let body = snap::raw::Decoder::new().decompress_vec(&push.body).unwrap();
+        assert_eq!(body.len(), push.raw_bytes);
+        let cut = body.windows(9).filter(|w| w == b"truncated").count();
+        assert_eq!(cut > 0, k == 1, "config {k}: {cut} lines cut");
+        bodies.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bodies.extend_from_slice(&body);
+    }
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/loki/push-jobs-serve.pb.gz");
+    if std::env::var_os("RAYLOG_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(vec![], flate2::Compression::best());
+        std::io::Write::write_all(&mut gz, &bodies).unwrap();
+        std::fs::write(&golden, gz.finish().unwrap()).unwrap();
+    }
+    let want = crate::agent::sinks::gzip::tests::gunzip(&std::fs::read(&golden).unwrap());
+    assert!(b.len() > 1000, "a real session's worth: {}", b.len());
+    if bodies != want {
+        let at = bodies.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(bodies.len().min(want.len()));
+        panic!("the bodies differ from the golden file from byte {at} of {} (got {} bytes)", want.len(), bodies.len());
+    }
 }
