@@ -2,6 +2,8 @@
 //! `PushRequest`, OTLP's `ExportLogsServiceRequest`). proto3: empty strings and zero
 //! scalars are left out, except where a `oneof` needs them (`AnyValue`).
 
+use std::mem::MaybeUninit;
+
 pub const VARINT: u8 = 0;
 pub const LEN: u8 = 2;
 
@@ -87,6 +89,129 @@ pub fn timestamp(out: &mut Vec<u8>, ns: i64) {
             key(out, field, VARINT);
             // int64: negative values are their two's complement, ten bytes.
             varint(out, v as u64);
+        }
+    }
+}
+
+/// Writes into capacity reserved beforehand, for the hot paths. A byte pushed to a
+/// `Vec<u8>` makes the compiler load the vector's pointer and length again after
+/// every store (a byte store may alias them); this slice and index stay in registers.
+/// Every write is bounds-checked against what [`write_with`] reserved.
+pub struct Writer<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    /// Bytes written; every byte before it is initialized.
+    at: usize,
+}
+
+/// Appends to `out` what `f` writes, at most `max` bytes (more panics).
+#[inline]
+pub fn write_with(out: &mut Vec<u8>, max: usize, f: impl FnOnce(&mut Writer<'_>)) {
+    out.reserve(max);
+    let len = out.len();
+    let mut w = Writer { buf: &mut out.spare_capacity_mut()[..max], at: 0 };
+    f(&mut w);
+    let n = w.at;
+    // SAFETY: the writer's methods initialize bytes before moving `at` past them, so
+    // the first `n` bytes of the spare capacity are initialized.
+    unsafe { out.set_len(len + n) };
+}
+
+/// `src` into `dst` (of the same length; the compiler makes it a memcpy).
+/// `<[MaybeUninit<u8>]>::write_copy_of_slice` is newer than the crate's MSRV.
+#[inline]
+fn copy(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        d.write(*s);
+    }
+}
+
+impl Writer<'_> {
+    #[inline]
+    pub fn byte(&mut self, b: u8) {
+        self.buf[self.at].write(b);
+        self.at += 1;
+    }
+
+    #[inline]
+    pub fn bytes(&mut self, s: &[u8]) {
+        copy(&mut self.buf[self.at..self.at + s.len()], s);
+        self.at += s.len();
+    }
+
+    /// The first `n` bytes of `block`, written as one fixed-size copy (no call to
+    /// memcpy): needs 16 bytes of room whatever `n`.
+    #[inline]
+    pub fn block16(&mut self, block: &[u8; 16], n: usize) {
+        assert!(n <= 16);
+        copy(&mut self.buf[self.at..self.at + 16], block);
+        self.at += n;
+    }
+
+    #[inline]
+    pub fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    #[inline]
+    pub fn key(&mut self, field: u8, wire: u8) {
+        self.byte(field << 3 | wire);
+    }
+
+    /// [`str_field`]'s bytes.
+    #[inline]
+    pub fn str_field(&mut self, field: u8, s: &[u8]) {
+        if !s.is_empty() {
+            self.key(field, LEN);
+            self.varint(s.len() as u64);
+            self.bytes(s);
+        }
+    }
+
+    /// Starts a length-delimited field whose length is not known yet, keeping
+    /// `guess` bytes for it (as [`nested`] does). Returns where its body starts,
+    /// for [`Writer::close`].
+    #[inline]
+    pub fn open(&mut self, field: u8, guess: usize) -> usize {
+        self.key(field, LEN);
+        for _ in 0..guess {
+            self.byte(0);
+        }
+        self.at
+    }
+
+    /// Ends the field [`Writer::open`] started (its body at `body`, `guess` bytes
+    /// kept for its length): writes the length, moving the body when the length
+    /// takes another number of bytes (the shortest varint, as protobuf writes it).
+    #[inline]
+    pub fn close(&mut self, body: usize, guess: usize) {
+        let n = self.at - body;
+        let need = varint_len(n as u64);
+        let at = body - guess;
+        if need != guess {
+            // Every byte below the new end is initialized: the body is copied whole.
+            self.buf.copy_within(body..body + n, at + need);
+            self.at = at + need + n;
+        }
+        let mut v = n as u64;
+        for b in &mut self.buf[at..at + need] {
+            b.write(v as u8 & 0x7f | if v >= 0x80 { 0x80 } else { 0 });
+            v >>= 7;
+        }
+    }
+
+    /// [`timestamp`]'s bytes.
+    #[inline]
+    pub fn timestamp(&mut self, ns: i64) {
+        let (s, n) = split(ns);
+        for (field, v) in [(1, s), (2, n)] {
+            if v != 0 {
+                self.key(field, VARINT);
+                self.varint(v as u64);
+            }
         }
     }
 }

@@ -681,3 +681,28 @@ fn push_bodies_of_a_real_session_match_the_golden_file() {
         panic!("the bodies differ from the golden file from byte {at} of {} (got {} bytes)", want.len(), bodies.len());
     }
 }
+
+/// A field's place among an entry's text spans holds its value, for every field of a
+/// real session's entries that has one.
+#[test]
+fn text_slots_read_each_fields_value() {
+    use super::fields::{text_spans, Field};
+    use crate::agent::batch::IdField;
+    let b = crate::agent::sinks::tests::fixture_batch(0);
+    let mut fields = vec![Field::Component, Field::File, Field::Session, Field::SubmissionId, Field::TaskName];
+    fields.extend([Field::ActorName, Field::Pid, Field::Level]);
+    fields.extend(IdField::ALL.map(Field::Id));
+    let mut seen = [0usize; 13];
+    for e in &b.entries {
+        for (n, f) in fields.iter().enumerate() {
+            match f.text_slot() {
+                Some(k) => assert_eq!(b.str(text_spans(e)[k]), f.text(&b, e), "{f:?}"),
+                None => assert!(matches!(f, Field::Pid | Field::Level), "{f:?} has a span"),
+            }
+            seen[n] += usize::from(!f.text(&b, e).is_empty());
+        }
+    }
+    // Every text field has values to compare in this session (a job was submitted).
+    let empty: Vec<_> = fields.iter().zip(seen).filter(|(f, n)| *n == 0 && f.text_slot().is_some()).collect();
+    assert!(empty.is_empty(), "{empty:?}");
+}

@@ -77,6 +77,8 @@ pub fn entry_time(e: &BatchRecord) -> i64 {
 struct Meta {
     name: &'static str,
     field: Field,
+    /// `field`'s [`Field::text_slot`].
+    slot: Option<usize>,
     /// `0x0a <len> <name>`, zero-padded to 16 bytes so it is copied as a fixed block.
     name_field: [u8; 16],
 }
@@ -87,11 +89,16 @@ impl Meta {
         name_field[0] = 1 << 3 | pb::LEN;
         name_field[1] = name.len() as u8;
         name_field[2..2 + name.len()].copy_from_slice(name.as_bytes());
-        Meta { name, field, name_field }
+        Meta { name, field, slot: field.text_slot(), name_field }
     }
 
     fn name_field_len(&self) -> usize {
         2 + self.name.len()
+    }
+
+    /// The length of its `LabelPairAdapter` for a value of `value_len` bytes (not 0).
+    fn pair_len(&self, value_len: usize) -> usize {
+        self.name_field_len() + pb::msg_field_len(value_len)
     }
 }
 
@@ -201,6 +208,8 @@ pub struct LokiEncoder {
     /// Some label depends on a per-entry field (else every entry shares one stream).
     per_entry: Vec<Field>,
     metadata: Vec<Meta>,
+    /// The most bytes an entry's metadata pairs take.
+    metadata_room: usize,
     line_format: LineContent,
     encoding: LokiEncoding,
     max_line: usize,
@@ -237,21 +246,25 @@ impl LokiEncoder {
                 }
             }
         }
+        let metadata = cfg
+            .structured_metadata
+            .iter()
+            .filter_map(|m| METADATA_FIELDS.iter().find(|f| *f == m))
+            .filter_map(|name| Some(Meta::new(name, Field::parse(name)?)))
+            .fold(Vec::new(), |mut v: Vec<Meta>, m| {
+                // At most one of each: a name listed twice would be sent twice per entry.
+                if !v.iter().any(|x| x.name == m.name) {
+                    v.push(m);
+                }
+                v
+            });
         LokiEncoder {
             labels,
             per_entry,
-            metadata: cfg
-                .structured_metadata
-                .iter()
-                .filter_map(|m| METADATA_FIELDS.iter().find(|f| *f == m))
-                .filter_map(|name| Some(Meta::new(name, Field::parse(name)?)))
-                .fold(Vec::new(), |mut v: Vec<Meta>, m| {
-                    // At most one of each: a name listed twice would be sent twice per entry.
-                    if !v.iter().any(|x| x.name == m.name) {
-                        v.push(m);
-                    }
-                    v
-                }),
+            // Each pair: key and length (4), its name (16, written as a block), the
+            // value's key and length (4) and the longest value sent.
+            metadata_room: metadata.len() * (4 + 16 + 4 + MAX_META_VALUE),
+            metadata,
             line_format: cfg.line_format,
             encoding: cfg.encoding,
             max_line: cfg.max_line_bytes,

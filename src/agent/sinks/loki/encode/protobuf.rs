@@ -3,6 +3,7 @@
 //! the wire helpers of [`super::super::pb`].
 
 use super::*;
+use crate::agent::sinks::loki::fields::text_spans;
 use crate::agent::sinks::pb;
 
 impl LokiEncoder {
@@ -28,42 +29,50 @@ impl LokiEncoder {
     }
 
     /// One `EntryAdapter` field (tag 2): this runs once per record and is the
-    /// encoder's hot path.
+    /// encoder's hot path. Room for the longest entry the line allows is reserved
+    /// first (reserving writes nothing), so its bytes go in without a check of the
+    /// vector's capacity each.
     fn write_entry(&self, raw: &mut Vec<u8>, long_line: &mut Vec<u8>, batch: &Batch, e: &BatchRecord, ts: i64) {
         let (line, cut) = Self::line(self.max_line, self.line_format, long_line, batch, e);
-        // Entries of 128 B to 16 KiB take a 2-byte length.
-        pb::nested(raw, 2, 2, |raw| {
-            pb::key(raw, 1, pb::LEN);
-            pb::varint(raw, pb::timestamp_len(ts) as u64);
-            pb::timestamp(raw, ts);
-            pb::str_field(raw, 2, line);
+        pb::write_with(raw, ENTRY_ROOM + line.len() + self.metadata_room, |w| {
+            // Entries of 128 B to 16 KiB take a 2-byte length.
+            let body = w.open(2, 2);
+            w.key(1, pb::LEN);
+            // At most 22 bytes: a 1-byte length.
+            w.byte(pb::timestamp_len(ts) as u8);
+            w.timestamp(ts);
+            w.str_field(2, line);
             let mut digits = [0u8; 20];
+            let spans = text_spans(e);
             for m in &self.metadata {
-                let v = match m.field {
-                    Field::Pid => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
-                    f => {
-                        let t = f.text(batch, e);
-                        &t.as_bytes()[..floor_char_boundary(t, MAX_META_VALUE)]
+                let t = match (m.slot, m.field) {
+                    (Some(k), _) => batch.str(spans[k]),
+                    (None, Field::Pid) => {
+                        // Digits are ASCII: no cut below applies to them.
+                        let v = e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64));
+                        std::str::from_utf8(v).unwrap_or_default()
                     }
+                    (None, f) => f.text(batch, e),
                 };
-                if v.is_empty() {
-                    continue;
+                let v = &t.as_bytes()[..floor_char_boundary(t, MAX_META_VALUE)];
+                if !v.is_empty() {
+                    w.key(3, pb::LEN);
+                    w.varint(m.pair_len(v.len()) as u64);
+                    w.block16(&m.name_field, m.name_field_len());
+                    w.str_field(2, v);
                 }
-                let n = m.name_field_len();
-                raw.reserve(24 + v.len());
-                pb::key(raw, 3, pb::LEN);
-                pb::varint(raw, (n + pb::str_field_len(v.len())) as u64);
-                // A fixed 16-byte copy (no call to memcpy), then the padding is cut off.
-                raw.extend_from_slice(&m.name_field);
-                raw.truncate(raw.len() - (16 - n));
-                pb::str_field(raw, 2, v);
             }
             if cut {
-                pb::nested(raw, 3, 1, |raw| {
-                    pb::str_field(raw, 1, b"truncated");
-                    pb::str_field(raw, 2, b"true");
-                });
+                w.bytes(&TRUNCATED);
             }
+            w.close(body, 2);
         });
     }
 }
+
+/// An entry's bytes besides its line and metadata: its key and length (4), the
+/// timestamp's (24), the line's key and length (4), the `truncated` pair.
+const ENTRY_ROOM: usize = 4 + 24 + 4 + TRUNCATED.len();
+
+/// The pair `truncated="true"` (a `LabelPairAdapter` field, tag 3) of a line cut.
+const TRUNCATED: [u8; 19] = *b"\x1a\x11\x0a\x09truncated\x12\x04true";
