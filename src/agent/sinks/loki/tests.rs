@@ -706,3 +706,37 @@ fn text_slots_read_each_fields_value() {
     let empty: Vec<_> = fields.iter().zip(seen).filter(|(f, n)| *n == 0 && f.text_slot().is_some()).collect();
     assert!(empty.is_empty(), "{empty:?}");
 }
+
+/// Lines of megabytes (the lengths take four bytes), one of them cut with the
+/// `truncated` pair, with every metadata field filled: the entry writer's room holds
+/// the longest entry `max_line_bytes` allows.
+#[tokio::test]
+async fn lines_of_megabytes_decode_whole_or_cut() {
+    let server = loki::start().await;
+    server.set_max_line_bytes(16 << 20);
+    let node = Arc::new(NodeIdentity::new("n".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let (fits, cut) = ("f".repeat(3 << 20), "c".repeat(5 << 20));
+    let text = format!("{SUPERVISOR}{fits}\n{cut}\n");
+    let mut p = FileParser::new(classify(SUPERVISOR_ERR, Some(SESSION)), Id::parse(NODE_ID.as_bytes()), None);
+    let opts = Options { max_line_bytes: 8 << 20, ..Options::default() };
+    let mut corr = Correlator::new();
+    let rel = SUPERVISOR_ERR;
+    p.push(text.as_bytes(), &mut corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel, r.offset, r.message)));
+    p.finish(&mut corr, &opts, &mut |r| batch.push(r, NOW_NS, doc_id(rel, r.offset, r.message)));
+    assert_eq!(batch.len(), 3);
+    let cfg = config(&server, |r| r.max_line_bytes = Some(SizeValue::Bytes(4 << 20)));
+    let (d, _) = LokiSink::new(cfg).send(&batch, None).await.unwrap();
+    assert!(d.rejected.is_empty() && d.retry.is_empty());
+    let got = server.entries();
+    assert_eq!(got.len(), 3);
+    let whole = find(&got, "fff");
+    assert_eq!((whole.line.len(), whole.metadata.get("truncated")), (3 << 20, None));
+    let short = find(&got, "ccc");
+    assert_eq!(short.line.len(), 4 << 20);
+    assert_eq!(short.metadata.get("truncated").map(String::as_str), Some("true"));
+    for m in [&whole.metadata, &short.metadata] {
+        assert_eq!((m["file"].as_str(), m["pid"].as_str()), (SUPERVISOR_ERR, "7360"), "{m:?}");
+        assert_eq!(m["worker_id"], "c16b0517244fb39136270405dc900c803d864f847dd4b87db4406975");
+    }
+}

@@ -70,9 +70,11 @@ impl LokiEncoder {
     }
 }
 
-/// An entry's bytes besides its line and metadata: its key and length (4), the
-/// timestamp's (24), the line's key and length (4), the `truncated` pair.
-const ENTRY_ROOM: usize = 4 + 24 + 4 + TRUNCATED.len();
+/// The most an entry takes besides its line and metadata: its key and length, the
+/// timestamp field (key, length, at most 22 bytes), the line's key and length, the
+/// `truncated` pair. A length is counted at a varint's longest (10 bytes), so that
+/// no line `max_line_bytes` allows can outgrow the room (the writer would panic).
+const ENTRY_ROOM: usize = (1 + 10) + 24 + (1 + 10) + TRUNCATED.len();
 
 /// The pair `truncated="true"` (a `LabelPairAdapter` field, tag 3) of a line cut.
 const TRUNCATED: [u8; 19] = *b"\x1a\x11\x0a\x09truncated\x12\x04true";
