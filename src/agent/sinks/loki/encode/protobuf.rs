@@ -45,16 +45,12 @@ impl LokiEncoder {
             let mut digits = [0u8; 20];
             let spans = text_spans(e);
             for m in &self.metadata {
-                let t = match (m.slot, m.field) {
-                    (Some(k), _) => batch.str(spans[k]),
-                    (None, Field::Pid) => {
-                        // Digits are ASCII: no cut below applies to them.
-                        let v = e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64));
-                        std::str::from_utf8(v).unwrap_or_default()
-                    }
-                    (None, f) => f.text(batch, e),
+                let v = match (m.slot, m.field) {
+                    (Some(k), _) => meta_value(batch.str(spans[k])),
+                    // At most 20 ASCII digits: never cut, and no UTF-8 to check.
+                    (None, Field::Pid) => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
+                    (None, f) => meta_value(f.text(batch, e)),
                 };
-                let v = &t.as_bytes()[..floor_char_boundary(t, MAX_META_VALUE)];
                 if !v.is_empty() {
                     w.key(3, pb::LEN);
                     w.varint(m.pair_len(v.len()) as u64);
@@ -68,6 +64,12 @@ impl LokiEncoder {
             w.close(body, 2);
         });
     }
+}
+
+/// A metadata value as sent: cut at [`MAX_META_VALUE`] on a character boundary.
+#[inline]
+fn meta_value(t: &str) -> &[u8] {
+    &t.as_bytes()[..floor_char_boundary(t, MAX_META_VALUE)]
 }
 
 /// The most an entry takes besides its line and metadata: its key and length, the
