@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use raylog_parsers::record::{FieldValue, Fields, Ids, Level};
 use raylog_parsers::{Correlator, FileMeta, Id, Record, Timestamp};
@@ -173,7 +173,7 @@ impl HeldRecord {
 /// reads or checkpoints: so each file's held offsets are indexed, and no question
 /// costs a pass over the queue (that pass, repeated per file, made a 100,000-file
 /// catch-up 18 times slower).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Hold {
     queue: VecDeque<HeldRecord>,
     /// The offsets of each file's held records, in queue order (which is the
@@ -181,6 +181,9 @@ pub struct Hold {
     offsets: HashMap<FileKey, FileHeld>,
     /// What the last full pass left settled, while nothing it depends on changed.
     settled: Option<Settled>,
+    /// The least time between two full passes that only time asks for (see
+    /// [`PASS_GAP`]); zero in tests that compare passes call by call.
+    pass_gap: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -199,12 +202,29 @@ struct FileHeld {
 struct Settled {
     news: u64,
     due: Option<Instant>,
+    /// When the pass ran.
+    at: Instant,
 }
+
+/// Waits end one after another while a node's actor output streams in (each record
+/// is due `actor_hold` after it was read), so a pass whenever one had ended ran at
+/// every read: a pass over a full hold per wake-up took most of a core at 3,000
+/// lines a second. Passes that only time asks for (and those the bound asks for:
+/// records behind one it gave up may be free) run at most this often, so a record
+/// whose wait ended goes out up to this much later. A link learned or a node named
+/// still asks for a pass at once.
+pub const PASS_GAP: Duration = Duration::from_millis(100);
 
 /// Bound on held records: past it, the oldest go out untagged. A held record owns
 /// its strings (about half a KiB), so this bounds the hold to a few MiB even when a
 /// backlog of actor output is read faster than the actors become known.
 pub const MAX_HELD: usize = 5_000;
+
+impl Default for Hold {
+    fn default() -> Hold {
+        Hold { queue: VecDeque::new(), offsets: HashMap::new(), settled: None, pass_gap: PASS_GAP }
+    }
+}
 
 impl Hold {
     /// Whether `r` should wait: an actor worker's record (its file carried
@@ -237,6 +257,12 @@ impl Hold {
             s.due = earliest(s.due, h.due());
         }
         self.queue.push_back(h);
+    }
+
+    /// Sets the least time between passes that only time asks for ([`PASS_GAP`]).
+    #[cfg(test)]
+    pub fn set_pass_gap(&mut self, gap: Duration) {
+        self.pass_gap = gap;
     }
 
     /// Something `release` depends on changed outside the correlator (a logs dir's
@@ -293,9 +319,10 @@ impl Hold {
         out: &mut dyn FnMut(&Record<'_>, FileKey, u128),
     ) -> bool {
         let news = corr.learned();
-        let unchanged = |s: Settled| s.news == news && s.due.is_none_or(|d| now < d);
+        let gap = self.pass_gap;
+        let unchanged = |s: Settled| s.news == news && (s.due.is_none_or(|d| now < d) || now < s.at + gap);
         if !force && self.settled.is_some_and(unchanged) {
-            return self.release_oldest(corr, node_of, budget, out);
+            return self.release_oldest(now, corr, node_of, budget, out);
         }
         self.settled = None;
         let mut due = None;
@@ -309,13 +336,20 @@ impl Hold {
                 stopped = true;
                 return true;
             }
+            if blocked.contains(&h.key) {
+                // Behind a record of its file that stays, it cannot go before that
+                // one, which leaves in a pass (its wait ends: it is in `due`; a link
+                // is learned) or to the bound (which unsettles when this one may be
+                // free): its own wait adds nothing to `due`.
+                return true;
+            }
             let actor = h.shared.ids.worker_id.and_then(|w| corr.actor_of(&w));
             let node = h.shared.ids.node_id.or_else(|| node_of(&h.key));
             let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
             let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
             // Counting `h`: a full hold gives up its oldest until it is no longer full.
             let expired = now >= h.wait.until || total - sent >= MAX_HELD;
-            if !blocked.contains(&h.key) && (ready || expired || force) {
+            if ready || expired || force {
                 let _ = forget(offsets, h);
                 h.emit(actor, node, out);
                 sent += 1;
@@ -340,7 +374,7 @@ impl Hold {
                 crate::agent::trim_heap();
             }
         }
-        self.settled = Some(Settled { news, due });
+        self.settled = Some(Settled { news, due, at: now });
         false
     }
 
@@ -348,10 +382,12 @@ impl Hold {
     /// bound frees records, the oldest first (never blocked: nothing of their
     /// file is ahead of them). The records behind one of them in its file may be
     /// free then: riders (they wait for no actor), or all of them if the file's
-    /// actor is known (its records share a worker): then the next call looks at
-    /// every record. Otherwise the rest of the file still waits for its actor.
+    /// actor is known (its records share a worker): then a pass is due, as when a
+    /// wait ends (so a full hold whose files have riders makes a pass per gap, not
+    /// per record read). Otherwise the rest of the file still waits for its actor.
     fn release_oldest(
         &mut self,
+        now: Instant,
         corr: &Correlator,
         node_of: &dyn Fn(&FileKey) -> Option<Id>,
         budget: usize,
@@ -366,8 +402,8 @@ impl Hold {
             let actor = h.shared.ids.worker_id.and_then(|w| corr.actor_of(&w));
             let node = h.shared.ids.node_id.or_else(|| node_of(&h.key));
             let (left, riders) = self.forget(&h);
-            if left && (riders || actor.is_some()) {
-                self.settled = None;
+            if let Some(s) = self.settled.as_mut().filter(|_| left && (riders || actor.is_some())) {
+                s.due = Some(now);
             }
             h.emit(actor, node, out);
             sent += 1;
@@ -536,6 +572,49 @@ mod tests {
         assert!(hold.files().is_empty() && !hold.holds_file(&b) && hold.min_offset(&b).is_none());
     }
 
+    /// Waits ending one after another (actor output streaming in) ask for a pass at
+    /// most every `PASS_GAP`, and no record whose wait ended stays longer than that;
+    /// a link learned is acted on at once.
+    #[test]
+    fn waits_ending_in_a_stream_make_a_pass_at_most_every_gap() {
+        let name = "worker-abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2-01000000-4242.out";
+        let meta = Arc::new(classify(name, Some("session_x")));
+        let mut text = String::from(":actor_name:Counter\n");
+        for i in 0..200 {
+            text.push_str(&format!("print {i}\n"));
+        }
+        let (mut hold, mut corr, opts) = (Hold::default(), Correlator::new(), Options::default());
+        let (key, t0, step) = (FileKey { dev: 1, ino: 2 }, Instant::now(), Duration::from_millis(10));
+        let mut dues = vec![];
+        let mut p = FileParser::new((*meta).clone(), None, None);
+        let mut push = |r: &Record<'_>| {
+            // Read 10 ms apart, so due 10 ms apart.
+            let until = t0 + step * dues.len() as u32;
+            dues.push(until);
+            hold.push(r, key, 0, meta.clone(), Wait { until, node_until: None });
+        };
+        p.push(text.as_bytes(), &mut corr, &opts, &mut push);
+        p.finish(&mut corr, &opts, &mut push);
+        let (total, mut gone, mut passes) = (dues.len(), 0, 0);
+        for k in 0..150u32 {
+            let now = t0 + step * k;
+            let before = gone;
+            hold.release(now, &corr, &|_| None, false, usize::MAX, &mut |_, _, _| gone += 1);
+            passes += (gone > before) as u32;
+            assert!(dues[..gone].iter().all(|&d| d <= now), "step {k}: a record went out before its wait ended");
+            let overdue = dues[gone..].iter().filter(|&&d| d + PASS_GAP <= now).count();
+            assert_eq!(overdue, 0, "step {k}: records waited past their wait and the gap");
+        }
+        assert!(gone > total / 2 && gone < total, "{gone} of {total} out");
+        assert!((10..=16).contains(&passes), "{passes} passes over 1.5 s (a pass each 10 ms step without the gap)");
+        // A link ends the wait of the rest at once, within the gap.
+        let worker = hold.queue[0].shared.ids.worker_id.unwrap();
+        assert!(corr.link(worker, Id::parse(b"6b5c1cd3ac1d3ea6c1c4a1b301000000").unwrap()));
+        let now = t0 + step * 150 + Duration::from_millis(1);
+        hold.release(now, &corr, &|_| None, false, usize::MAX, &mut |_, _, _| gone += 1);
+        assert_eq!((gone, hold.len()), (total, 0));
+    }
+
     /// The shortcut between full passes changes nothing: a hold that takes it and
     /// one made to look at every record each call release the same records in the
     /// same order, through random reads, links learned, time and the bound.
@@ -553,6 +632,8 @@ mod tests {
         let mut parsers: Vec<FileParser> = files.iter().map(|f| FileParser::new((*f.1).clone(), None, None)).collect();
         let (mut corr, opts) = (Correlator::new(), Options::default());
         let mut holds = [Hold::default(), Hold::default()];
+        // Call by call: the settled hold may not wait out the gap between passes.
+        holds[0].set_pass_gap(Duration::ZERO);
         let mut outs: [Vec<String>; 2] = [vec![], vec![]];
         let mut now = Instant::now();
         let mut seed = 0x2545_f491_4f6c_dd1du64;

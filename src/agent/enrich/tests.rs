@@ -46,8 +46,11 @@ impl Rig {
         let meta = Arc::new(classify(&name, Some("session_x")));
         let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
         let other = Arc::new(classify(&format!("worker-{OTHER_WORKER}-01000000-4343.out"), Some("session_x")));
+        let mut e = Enrich::new(Batch::new(1, node), ray_counter(), HOLD);
+        // These tests step time to a wait's edges; the gap between passes has its own.
+        e.hold.set_pass_gap(Duration::ZERO);
         Rig {
-            e: Enrich::new(Batch::new(1, node), ray_counter(), HOLD),
+            e,
             corr: Correlator::new(),
             parser: FileParser::new((*meta).clone(), None, None),
             meta,
