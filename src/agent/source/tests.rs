@@ -583,3 +583,23 @@ fn ray_files_are_read_before_the_round_of_backlog_worker_files() {
     assert!(got.first().is_some_and(|m| m.contains("live raylet line")), "{got:?}");
     assert!(got.iter().any(|m| m.contains("old worker line")), "the round reads the backlog too: {got:?}");
 }
+
+/// After a round that read what there was, the reader lets writes gather before the
+/// next (a live node's files, written line by line, would otherwise make a round per
+/// line); while a file still has work (its read budget stopped it) it goes on at once.
+#[test]
+fn a_round_that_caught_up_lingers_and_a_catch_up_does_not() {
+    let mut rig = Rig::new("linger", 8);
+    let (small, large) = (rig.logs().join("raylet.out"), rig.logs().join("gcs_server.out"));
+    write(&small, "[2026-11-30 09:00:00,000 I 1 1] main.cc:1: a line\n");
+    rig.round(everything());
+    settle(&mut rig);
+    assert_eq!(rig.source.linger(false), None, "a round that read nothing waits for a change instead");
+    // The rig's batch.max_wait is 1 ms: a batch waits that long anyway.
+    assert_eq!(rig.source.linger(true), Some(Duration::from_micros(25)), "caught up");
+    let line = "[2026-11-30 09:00:01,000 I 1 1] main.cc:2: ".to_string() + &"x".repeat(200) + "\n";
+    write(&large, &line.repeat(3 * (READ_BUDGET as usize) / line.len()));
+    rig.round(everything());
+    assert!(rig.source.table.ready().any(|t| t.has_work()), "three budgets of bytes take three rounds");
+    assert_eq!(rig.source.linger(true), None, "a file stopped by its budget is read on at once");
+}

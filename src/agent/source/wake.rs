@@ -55,8 +55,12 @@ impl Wake {
                 s.everything = true;
             }
         }
-        s.woken = true;
-        self.cv.notify_one();
+        // Woken already: the reader has not taken the last change yet, and will
+        // take this one with it (a waiter was notified then). Not notifying again
+        // spares a system call per event while the reader lingers.
+        if !std::mem::replace(&mut s.woken, true) {
+            self.cv.notify_one();
+        }
     }
 
     /// Tells the reader to look at everything (inotify overflowed or failed).
@@ -97,6 +101,13 @@ impl Wake {
         self.take_locked(&mut s)
     }
 
+    /// Waits `d` whatever happens meanwhile (changes gather), and takes what
+    /// changed: the reader's pause after a round that caught up.
+    pub fn linger(&self, d: Duration) -> Changes {
+        std::thread::sleep(d);
+        self.take()
+    }
+
     /// Takes what changed without waiting.
     pub fn take(&self) -> Changes {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -128,6 +139,33 @@ mod tests {
         let start = std::time::Instant::now();
         let c = w.wait(Duration::from_millis(50));
         assert!(c.paths.is_empty() && !c.everything && start.elapsed() >= Duration::from_millis(50));
+    }
+
+    /// Changes made while the reader lingers are taken when it is done; events after
+    /// the first (which notified) are taken with it, though they notify no one.
+    #[test]
+    fn changes_made_while_the_reader_lingers_are_taken_after_it() {
+        let w = std::sync::Arc::new(Wake::default());
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || {
+            w2.paths([PathBuf::from("/a")]);
+            w2.paths([PathBuf::from("/b")]);
+        });
+        let start = std::time::Instant::now();
+        let c = w.linger(Duration::from_millis(300));
+        t.join().unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        let mut paths = c.paths;
+        paths.sort();
+        assert_eq!(paths, [PathBuf::from("/a"), PathBuf::from("/b")]);
+        w.paths([PathBuf::from("/c")]);
+        w.paths([PathBuf::from("/d")]);
+        let start = std::time::Instant::now();
+        let c = w.wait(Duration::from_secs(30));
+        assert!(start.elapsed() < Duration::from_secs(10), "woken by the first, pending");
+        assert_eq!(c.paths.len(), 2);
+        let c = w.wait(Duration::from_millis(20));
+        assert!(c.paths.is_empty(), "taken: the next wait waits");
     }
 
     #[test]
