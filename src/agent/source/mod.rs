@@ -313,7 +313,7 @@ impl Source {
     /// How long to let writes gather before the next round, after a round that read
     /// what there was and left nothing known to read: a node's files written line by
     /// line (Ray's workers flush each print) each wake the reader, and a round per
-    /// wake-up took a third of a core at 3,000 lines a second, most of it in rounds
+    /// wake-up took over a quarter of a core at 3,000 lines a second, most of it in rounds
     /// that read a line or two. Waiting [`LINGER`] (or a fortieth of
     /// `batch.max_wait`, if less: a batch waits that long anyway) reads tens of
     /// milliseconds of writes in one round. A catch-up (a file still has work: its
