@@ -44,6 +44,13 @@
       fails, except, with --kill-every, those re-sent from a kill's unacknowledged
       window (see bench/storm.py). Prints the duplicated and lost stretches.
 
+  ship_bench.py pushback [--seconds 15] [--rate 2000] [--kills 5] [--reject-every 10]
+                         [--outage 4:7] [--sink loki|es] [--extra TOML] [--repeat 1]
+      A live writer, the agent SIGKILLed --kills times while the receiver answers 429
+      to every Nth push and is down for a few seconds, default agent settings (Loki's
+      pacing on). Lost lines, duplicates on the wire, and duplicates a Loki would
+      store (the same line sent again as another entry). See bench/pushback.py.
+
 Run `cargo build --release` first (or set RAYLOG_BIN). Standard library only.
 """
 import argparse, json, os, signal, subprocess, sys, tempfile, time, urllib.parse, urllib.request
@@ -248,10 +255,11 @@ def main():
     r = sp.add_parser("real-loki")
     r.add_argument("--size-mb", type=int, default=256)
     r.add_argument("--rate-limit", type=int, default=-1)
-    import manyfiles, storm
+    import manyfiles, pushback, storm
     modes = {"throughput": throughput, "live": live, "outage": outage, "real-loki": real_loki}
     modes.update(manyfiles.add_parsers(sp))
     modes.update(storm.add_parser(sp))
+    modes.update(pushback.add_parser(sp))
     a = ap.parse_args()
     modes[a.cmd](a)
 

@@ -7,8 +7,17 @@
 //! until every sink has acknowledged that batch and all batches before it, then
 //! applies them and persists them each time they advance. When the pipeline stops,
 //! it reports the records read but not acknowledged by every sink ([`Undelivered`]).
+//!
+//! A batch can take a sink many requests (Loki's pacing splits it into pushes a
+//! stream's burst allows, OTLP into requests of `max_request_bytes`), and a 429 or
+//! an outage can stop it halfway for minutes. So the reader also leaves [`Mark`]s in
+//! each batch (where its files stood after the first `end` entries), and a sink
+//! reports progress within a batch (every entry before an index settled, see
+//! [`crate::agent::sinks::Progress`]): the front batch's marks every sink has passed
+//! are applied at once. A restart then re-sends what was in flight, not every push
+//! of a half-delivered batch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,8 +33,18 @@ use crate::agent::sinks::Ack;
 /// A batch the reader cut, with the checkpoints it completes.
 pub struct Cut {
     pub batch: Arc<Batch>,
+    /// Checkpoints that hold once a prefix of the batch is delivered, in order.
+    pub marks: Vec<Mark>,
     pub positions: Vec<FileCheckpoint>,
     pub made: Instant,
+}
+
+/// Where files stood when the first `end` entries of a batch were in it: their
+/// checkpoints hold once every sink settled those entries.
+#[derive(Debug)]
+pub struct Mark {
+    pub end: u32,
+    pub positions: Vec<FileCheckpoint>,
 }
 
 /// What the [`Dispatcher`] tells the ack tracker about each batch sent: the
@@ -34,6 +53,8 @@ pub struct InFlight {
     pub seq: u64,
     /// Records in the batch: what is undelivered if it is never acknowledged.
     pub records: u64,
+    /// See [`Cut::marks`].
+    pub marks: Vec<Mark>,
     pub positions: Vec<FileCheckpoint>,
 }
 
@@ -52,13 +73,51 @@ pub struct Undelivered {
 struct Waiting {
     /// `acked[i]`: sink `i` acknowledged it.
     acked: Vec<bool>,
+    /// `settled[i]`: sink `i` settled every entry before this index (progress).
+    settled: Vec<u32>,
     records: u64,
+    marks: VecDeque<Mark>,
     positions: Vec<FileCheckpoint>,
 }
 
 impl Waiting {
+    fn new(p: InFlight, sinks: usize) -> Waiting {
+        Waiting {
+            acked: vec![false; sinks],
+            settled: vec![0; sinks],
+            records: p.records,
+            marks: p.marks.into(),
+            positions: p.positions,
+        }
+    }
+
     fn done(&self) -> bool {
         self.acked.iter().all(|&a| a)
+    }
+
+    /// Takes in sink `a.sink`'s acknowledgement: of the whole batch, or of a prefix.
+    fn ack(&mut self, a: &Ack) {
+        match a.upto {
+            None => {
+                if let Some(acked) = self.acked.get_mut(a.sink) {
+                    *acked = true;
+                }
+            }
+            Some(n) => {
+                if let Some(s) = self.settled.get_mut(a.sink) {
+                    *s = (*s).max(n);
+                }
+            }
+        }
+    }
+
+    /// The marks every sink has passed, taken off the batch (front batch only:
+    /// a later batch's positions lie beyond what an earlier one has not delivered).
+    fn passed_marks(&mut self) -> impl Iterator<Item = Mark> + '_ {
+        let reach = self.acked.iter().zip(&self.settled).map(|(&a, &s)| if a { u32::MAX } else { s }).min();
+        let reach = reach.unwrap_or(u32::MAX);
+        let n = self.marks.iter().take_while(|m| m.end <= reach).count();
+        self.marks.drain(..n)
     }
 }
 
@@ -77,7 +136,8 @@ impl Dispatcher {
     pub fn send(&self, cut: Cut) -> bool {
         let seq = cut.batch.seq;
         let records = cut.batch.len() as u64;
-        if self.pending.blocking_send(InFlight { seq, records, positions: cut.positions }).is_err() {
+        let flight = InFlight { seq, records, marks: cut.marks, positions: cut.positions };
+        if self.pending.blocking_send(flight).is_err() {
             return false;
         }
         self.sinks.iter().all(|s| s.blocking_send((cut.batch.clone(), cut.made)).is_ok())
@@ -101,8 +161,8 @@ pub async fn track_acks(
     metrics: Arc<Metrics>,
 ) -> (CheckpointStore, Undelivered) {
     let mut waiting: BTreeMap<u64, Waiting> = BTreeMap::new();
-    // Acks (sink indexes) for batches not registered yet.
-    let mut early: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    // Acks for batches not registered yet.
+    let mut early: BTreeMap<u64, Vec<Ack>> = BTreeMap::new();
     let mut saving: Option<JoinHandle<SaveOutcome>> = None;
     let mut failing = false;
     // After a failed save, the next try waits for the tick: a full disk must not
@@ -114,24 +174,19 @@ pub async fn track_acks(
         tokio::select! {
             p = pending.recv(), if pending_open => match p {
                 Some(p) => {
-                    let mut acked = vec![false; sinks];
-                    for sink in early.remove(&p.seq).unwrap_or_default() {
-                        if let Some(a) = acked.get_mut(sink) {
-                            *a = true;
-                        }
+                    let seq = p.seq;
+                    let mut w = Waiting::new(p, sinks);
+                    for a in early.remove(&seq).unwrap_or_default() {
+                        w.ack(&a);
                     }
-                    waiting.insert(p.seq, Waiting { acked, records: p.records, positions: p.positions });
+                    waiting.insert(seq, w);
                 }
                 None => pending_open = false,
             },
             a = acks.recv(), if acks_open => match a {
                 Some(a) => match waiting.get_mut(&a.seq) {
-                    Some(w) => {
-                        if let Some(acked) = w.acked.get_mut(a.sink) {
-                            *acked = true;
-                        }
-                    }
-                    None => early.entry(a.seq).or_default().push(a.sink),
+                    Some(w) => w.ack(&a),
+                    None => early.entry(a.seq).or_default().push(a),
                 },
                 None => acks_open = false,
             },
@@ -144,8 +199,12 @@ pub async fn track_acks(
             }
             _ = tick.tick() => {}
         }
-        // Apply every fully acknowledged batch at the front, in order.
-        while let Some(entry) = waiting.first_entry() {
+        // Apply every fully acknowledged batch at the front, in order, then the
+        // marks of the first one not done that every sink has passed.
+        while let Some(mut entry) = waiting.first_entry() {
+            for m in entry.get_mut().passed_marks() {
+                m.positions.into_iter().for_each(|cp| store.update(cp));
+            }
             if !entry.get().done() {
                 break;
             }

@@ -72,6 +72,8 @@ pub struct PushStream {
 }
 
 struct Fault {
+    /// Pushes stored normally before this fault starts.
+    after: usize,
     left: usize,
     status: u16,
     message: String,
@@ -159,7 +161,16 @@ impl LokiServer {
     /// Answers the next `n` pushes with `status` and `message` (e.g. 400 and Loki's text).
     pub fn reject_next(&self, n: usize, status: u16, message: &str) {
         if n > 0 {
-            lock(&self.inner).faults.push_back(Fault { left: n, status, message: message.to_string() });
+            lock(&self.inner).faults.push_back(Fault { after: 0, left: n, status, message: message.to_string() });
+        }
+    }
+
+    /// Stores the next `ok` pushes, then answers `n` with `status` (a 429 in the
+    /// middle of a batch sent in several pushes).
+    pub fn fail_after(&self, ok: usize, n: usize, status: u16) {
+        if n > 0 {
+            let message = "simulated failure".to_string();
+            lock(&self.inner).faults.push_back(Fault { after: ok, left: n, status, message });
         }
     }
 
@@ -255,7 +266,7 @@ async fn push(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> R
     let mut g = lock(&inner);
     let (status, message, close) = if g.down {
         (503, "simulated outage".to_string(), true)
-    } else if let Some(f) = g.faults.front_mut() {
+    } else if let Some(f) = g.faults.front_mut().filter(|f| f.after == 0) {
         f.left -= 1;
         let out = (f.status, f.message.clone(), false);
         if f.left == 0 {
@@ -263,6 +274,9 @@ async fn push(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> R
         }
         out
     } else {
+        if let Some(f) = g.faults.front_mut() {
+            f.after -= 1;
+        }
         match decode(&req, &body) {
             Ok(streams) => {
                 let (status, message) = store(&mut g, &mut req, streams);

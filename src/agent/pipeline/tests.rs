@@ -42,11 +42,23 @@ impl Rig {
     /// A batch of `records` records.
     async fn batch_of(&self, seq: u64, records: u64, positions: &[(u64, u64)]) {
         let positions = positions.iter().map(|&(ino, offset)| cp(ino, offset)).collect();
-        self.pending.send(InFlight { seq, records, positions }).await.unwrap();
+        self.pending.send(InFlight { seq, records, marks: vec![], positions }).await.unwrap();
     }
 
     async fn ack(&self, seq: u64, sink: usize) {
-        self.acks.send(Ack { seq, sink }).await.unwrap();
+        self.acks.send(Ack { seq, sink, upto: None }).await.unwrap();
+    }
+
+    /// A batch of `records` records with `marks`: `(end, [(ino, offset)])`.
+    async fn batch_marked(&self, seq: u64, records: u64, marks: &[(u32, &[(u64, u64)])], positions: &[(u64, u64)]) {
+        let to_cps = |p: &[(u64, u64)]| p.iter().map(|&(ino, offset)| cp(ino, offset)).collect();
+        let marks = marks.iter().map(|&(end, p)| Mark { end, positions: to_cps(p) }).collect();
+        self.pending.send(InFlight { seq, records, marks, positions: to_cps(positions) }).await.unwrap();
+    }
+
+    /// Sink `sink` settled every entry of batch `seq` before `upto`.
+    async fn progress(&self, seq: u64, sink: usize, upto: u32) {
+        self.acks.send(Ack { seq, sink, upto: Some(upto) }).await.unwrap();
     }
 
     /// Lets the tracker run for `secs` virtual seconds (several ticks).
@@ -194,4 +206,31 @@ async fn the_records_left_unacknowledged_are_reported_per_sink() {
     // Batch 1 lacks sink 1, batch 3 sink 0 (sink 1's ack came early); batch 2 is
     // delivered, only held back behind batch 1.
     assert_eq!(undelivered, Undelivered { records: 60, per_sink: vec![40, 20] });
+}
+
+/// A batch half delivered (a 429 stopped its later pushes) has its marks applied as
+/// far as every sink settled it, so a restart does not send the first half again;
+/// a mark one sink has not passed waits, and a later batch's marks wait for the
+/// batch before it to be done.
+#[tokio::test(start_paused = true)]
+async fn marks_every_sink_passed_are_saved_before_the_batch_is_done() {
+    let rig = Rig::new("marks", 2);
+    rig.batch_marked(0, 100, &[(30, &[(1, 300)]), (60, &[(1, 600), (2, 20)]), (90, &[(2, 90)])], &[(1, 999)]).await;
+    rig.batch_marked(1, 50, &[(10, &[(3, 10)])], &[(3, 50)]).await;
+    rig.progress(1, 0, 50).await;
+    rig.progress(1, 1, 50).await;
+    rig.progress(0, 0, 70).await;
+    rig.idle(3).await;
+    assert_eq!(rig.on_disk(), map(&[]), "sink 1 has settled nothing of batch 0");
+    rig.progress(0, 1, 65).await;
+    rig.saves(1).await;
+    assert_eq!(rig.on_disk(), map(&[(1, 600), (2, 20)]), "the marks at 30 and 60, not 90");
+    rig.ack(0, 0).await;
+    rig.progress(0, 1, 40).await;
+    rig.idle(3).await;
+    assert_eq!(rig.on_disk(), map(&[(1, 600), (2, 20)]), "progress never goes back, batch 1 waits for batch 0");
+    rig.ack(0, 1).await;
+    rig.saves(2).await;
+    assert_eq!(rig.on_disk(), map(&[(1, 999), (2, 90), (3, 10)]), "batch 0 done, then batch 1's first mark");
+    assert_eq!(rig.finish().await, map(&[(1, 999), (2, 90), (3, 10)]));
 }

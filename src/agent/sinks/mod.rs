@@ -116,11 +116,17 @@ impl SinkImpl {
         })
     }
 
-    /// Sends the entries `only` selects (all when `None`). Returns bytes sent too.
-    pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
+    /// Sends the entries `only` selects (all when `None`), reporting settled
+    /// prefixes to `progress` on the way. Returns bytes sent too.
+    pub async fn send(
+        &mut self,
+        batch: &Batch,
+        only: Option<&[u32]>,
+        progress: &mut Progress<'_>,
+    ) -> Result<(Delivery, usize), SendError> {
         match self {
             SinkImpl::Ndjson(s) => s.send(batch, only),
-            SinkImpl::Loki(s) => s.send(batch, only).await,
+            SinkImpl::Loki(s) => s.send_reporting(batch, only, progress).await,
             SinkImpl::Elasticsearch(s) => s.send(batch, only).await,
             SinkImpl::Otlp(s) => s.send(batch, only).await,
         }
@@ -132,6 +138,43 @@ impl SinkImpl {
 pub struct Ack {
     pub seq: u64,
     pub sink: usize,
+    /// `None`: the whole batch is done. `Some(n)`: progress, every entry before `n`
+    /// is settled (stored, or dead-lettered durably) while the rest is still going.
+    pub upto: Option<u32>,
+}
+
+/// How a sink says, while it is still sending a batch, that every entry before an
+/// index is settled: stored, or set aside in the dead-letter file (already
+/// fsynced). The ack tracker then applies the batch's marks up to there (see
+/// [`crate::agent::pipeline::Mark`]), so a restart while the rest waits for a 429
+/// to pass does not send the settled part again. Only ever forward; best effort (a
+/// full ack channel drops a report: the next one, or the batch's ack, covers it).
+pub struct Progress<'a> {
+    to: Option<(&'a mpsc::Sender<Ack>, u64, usize)>,
+    reported: u32,
+}
+
+impl<'a> Progress<'a> {
+    /// Reports batch `seq`'s progress at sink `sink` on `acks`.
+    pub fn to(acks: &'a mpsc::Sender<Ack>, seq: u64, sink: usize) -> Progress<'a> {
+        Progress { to: Some((acks, seq, sink)), reported: 0 }
+    }
+
+    /// Reports to nobody (tests, and sends whose progress does not matter).
+    pub fn none() -> Progress<'static> {
+        Progress { to: None, reported: 0 }
+    }
+
+    /// Every entry before `n` is settled.
+    pub fn settled_below(&mut self, n: u32) {
+        if n <= self.reported {
+            return;
+        }
+        self.reported = n;
+        if let Some((acks, seq, sink)) = self.to {
+            let _ = acks.try_send(Ack { seq, sink, upto: Some(n) });
+        }
+    }
 }
 
 /// Backoff before retry number `attempt` (1-based): exponential, capped, with jitter.
@@ -180,7 +223,7 @@ pub async fn run_sink(mut t: SinkTask) {
         m.observe_latency(made.elapsed().as_secs_f64());
         let seq = batch.seq;
         t.recycler.put(batch);
-        if t.acks.send(Ack { seq, sink: t.index }).await.is_err() {
+        if t.acks.send(Ack { seq, sink: t.index, upto: None }).await.is_err() {
             return;
         }
     }
@@ -192,6 +235,8 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
     let mut only: Option<Vec<u32>> = None;
     let mut attempt = 0u32;
     let mut logged = false;
+    let acks = t.acks.clone();
+    let mut progress = Progress::to(&acks, batch.seq, t.index);
     loop {
         if *t.give_up.borrow() {
             return false;
@@ -200,7 +245,7 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
         let mut not_before = None;
         // A request may hang up to the sink's `timeout`, longer than the grace.
         let sent = tokio::select! {
-            r = t.sink.send(batch, only.as_deref()) => r,
+            r = t.sink.send(batch, only.as_deref(), &mut progress) => r,
             _ = given_up(&mut t.give_up) => return false,
         };
         let m = &t.metrics.sinks[t.index];
@@ -222,6 +267,11 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                 if let Some((why, wait)) = &d.retry_why {
                     log_retry(t, why, &mut logged);
                     not_before = *wait;
+                }
+                // Everything before the first entry to retry is stored or, by now,
+                // in the dead-letter file: its marks may hold while the rest waits.
+                if let Some(&first) = d.retry.iter().min() {
+                    progress.settled_below(first);
                 }
                 only = Some(d.retry);
             }

@@ -79,7 +79,7 @@ use crate::agent::config::Config;
 use crate::agent::enrich::route::now_ns;
 use crate::agent::enrich::Enrich;
 use crate::agent::metrics::Metrics;
-use crate::agent::pipeline::{Cut, Dispatcher};
+use crate::agent::pipeline::{Cut, Dispatcher, Mark};
 use crate::agent::ray_metrics::RayCounter;
 use table::Table;
 pub use wake::{Changes, Wake};
@@ -94,6 +94,10 @@ const READ_BUDGET: u64 = 256 << 10;
 const READ_CHUNK: usize = 64 << 10;
 /// Held records released into the batch between checks for a full batch.
 const RELEASE_BUDGET: usize = 1000;
+/// A batch's bytes between two [`Mark`]s: a sixteenth of the 1 MiB default batch,
+/// under the 128 KiB Loki's per-stream pacing puts in one push, so a batch that
+/// takes a dozen pushes has a mark at about every push.
+const MARK_BYTES: usize = 64 << 10;
 /// The most a round that caught up waits before the next (see [`Source::linger`]).
 const LINGER: Duration = Duration::from_millis(25);
 /// How far past the oldest pending record (of its merge group) a file read in one
@@ -148,8 +152,12 @@ pub struct Source {
     /// The enrich stage: the batch being filled, the hold, the Ray counters.
     enrich: Enrich,
     batch_started: Instant,
-    /// Files whose checkpoint moved since the last cut.
+    /// Files whose checkpoint moved since the last cut (or mark).
     dirty: HashSet<FileKey>,
+    /// Where files stood at points of the batch being filled (see [`Mark`]).
+    marks: Vec<Mark>,
+    /// The batch's bytes at the last mark.
+    marked_bytes: usize,
     seq: u64,
     first_scan: bool,
     /// No checkpoint existed at start (`start_at` applies to the files then present).
@@ -233,6 +241,8 @@ impl Source {
             resume,
             batch_started: now,
             dirty: HashSet::new(),
+            marks: Vec::new(),
+            marked_bytes: 0,
             seq: 0,
             first_scan: true,
             first_start,
@@ -463,21 +473,22 @@ impl Source {
     }
 
     /// Sends the batch when it is full or old enough (or `force`), with the
-    /// checkpoints of the files it advanced.
+    /// checkpoints of the files it advanced; else marks where the files stand if
+    /// the batch grew enough since the last mark.
     fn cut(&mut self, force: bool) {
         let full = self.enrich.batch.len() >= self.cfg.batch.max_records
             || self.enrich.batch.bytes() >= self.cfg.batch.max_bytes;
         let due = self.batch_started.elapsed() >= self.cfg.batch.max_wait;
         let has_positions = !self.dirty.is_empty() || !self.closed.is_empty();
         if !(full || ((due || force) && (!self.enrich.batch.is_empty() || has_positions))) {
+            if self.enrich.batch.bytes() >= self.marked_bytes + MARK_BYTES {
+                self.mark();
+            }
             return;
         }
-        let mut positions = std::mem::take(&mut self.closed);
-        for key in std::mem::take(&mut self.dirty) {
-            if let Some(cp) = self.position(key) {
-                positions.push(cp);
-            }
-        }
+        let positions = self.positions();
+        let marks = std::mem::take(&mut self.marks);
+        self.marked_bytes = 0;
         self.seq += 1;
         tracing::debug!(
             seq = self.seq,
@@ -492,11 +503,32 @@ impl Source {
         };
         let batch = std::mem::replace(&mut self.enrich.batch, next);
         self.batch_started = Instant::now();
-        let cut = Cut { batch: Arc::new(batch), positions, made: Instant::now() };
+        let cut = Cut { batch: Arc::new(batch), marks, positions, made: Instant::now() };
         if !self.out.send(cut) {
             // The pipeline is gone (shutting down): nothing more to do.
             self.shutdown.store(true, Relaxed);
         }
+    }
+
+    /// Notes where the files that moved since the last mark stand, after every
+    /// entry the batch holds now (see [`Mark`]).
+    fn mark(&mut self) {
+        self.marked_bytes = self.enrich.batch.bytes();
+        let positions = self.positions();
+        if !positions.is_empty() {
+            self.marks.push(Mark { end: self.enrich.batch.len() as u32, positions });
+        }
+    }
+
+    /// The checkpoints of the files that moved since the last cut or mark.
+    fn positions(&mut self) -> Vec<FileCheckpoint> {
+        let mut positions = std::mem::take(&mut self.closed);
+        for key in std::mem::take(&mut self.dirty) {
+            if let Some(cp) = self.position(key) {
+                positions.push(cp);
+            }
+        }
+        positions
     }
 
     /// The checkpoint of file `key` right now: where it is read to (or resumes),

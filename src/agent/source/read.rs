@@ -20,7 +20,7 @@ use raylog_parsers::{classify, Correlator, Options, Record, Timestamp};
 
 use super::table::{Place, Tick, View};
 use super::tail::{ReadResult, Tailed};
-use super::{Source, MERGE_SLACK, READ_BUDGET};
+use super::{Source, MERGE_SLACK, READ_BUDGET, READ_CHUNK};
 use crate::agent::checkpoint::{FileKey, SavedContext};
 use crate::agent::enrich::node::{self, RAYLET_NODE_SCAN};
 
@@ -318,23 +318,39 @@ impl Source {
                 // What the old content still held goes out under its own identity.
                 self.parse_open(key, |open, corr, opts, emit| open.start_over(corr, opts, emit));
             }
-            let read = |open: &mut Tailed, corr: &mut Correlator, opts: &Options, emit: &mut dyn FnMut(&Record<'_>)| {
-                let res = open.read(&mut buf, READ_BUDGET, limit, corr, opts, emit)?;
-                if res.at_eof && !res.blocked {
-                    // At the end of a file nobody wrote to for a while (a finished
-                    // worker's, found by a catch-up), or of any file with `--once`: its
-                    // last record is complete, so it goes out now (within the time
-                    // limit) and the file holds nothing: it can be closed at once to
-                    // make room for the next.
+            let mut res = ReadResult { truncated, ..ReadResult::default() };
+            // A chunk at a time, marking where the file stands in between (see
+            // `Source::cut`): a sink that stores the batch push by push can then
+            // checkpoint it push by push, not only at the end of this file's budget.
+            loop {
+                let want = (READ_BUDGET - res.bytes).min(READ_CHUNK as u64);
+                let read =
+                    |open: &mut Tailed, corr: &mut Correlator, opts: &Options, emit: &mut dyn FnMut(&Record<'_>)| {
+                        open.read(&mut buf, want, limit, corr, opts, emit)
+                    };
+                let r = self.parse_open(key, read).unwrap_or(Ok(ReadResult::default()))?;
+                (res.bytes, res.at_eof, res.blocked) = (res.bytes + r.bytes, r.at_eof, r.blocked);
+                if r.at_eof || r.blocked || r.bytes == 0 || res.bytes >= READ_BUDGET {
+                    break;
+                }
+                self.dirty.insert(key);
+                self.cut(false);
+            }
+            if res.at_eof && !res.blocked {
+                // At the end of a file nobody wrote to for a while (a finished
+                // worker's, found by a catch-up), or of any file with `--once`: its
+                // last record is complete, so it goes out now (within the time
+                // limit) and the file holds nothing: it can be closed at once to
+                // make room for the next.
+                self.parse_open(key, |open, corr, opts, emit| {
                     let quiet = open.quiet_for();
                     let whole = once || quiet >= partial;
                     if whole || quiet >= idle {
                         open.flush_within(limit, whole, corr, opts, emit);
                     }
-                }
-                Ok(ReadResult { truncated, ..res })
-            };
-            self.parse_open(key, read).unwrap_or(Ok(ReadResult::default()))
+                });
+            }
+            Ok(res)
         });
         self.buf = buf;
         let Some((t, Some(open))) = self.table.entry_mut(&key) else { return (0, None, false) };

@@ -29,7 +29,9 @@ use super::encode::LokiEncoder;
 use super::pace::{Pacer, StreamPacer};
 use super::refusal::{self, Ignored};
 use crate::agent::batch::Batch;
-use crate::agent::sinks::{retry_after, status_error_after, transport_error, DeadReason, Delivery, SendError};
+use crate::agent::sinks::{
+    retry_after, status_error_after, transport_error, DeadReason, Delivery, Progress, SendError,
+};
 
 const AGENT: &str = concat!("raylog/", env!("CARGO_PKG_VERSION"));
 
@@ -67,9 +69,30 @@ impl LokiSink {
 
     /// Pushes the entries `only` selects (all when `None`). Returns the bytes sent.
     pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
+        self.send_reporting(batch, only, &mut Progress::none()).await
+    }
+
+    /// [`LokiSink::send`], telling `progress` after each push what is settled: the
+    /// parts go in batch order, so every entry before the next part to push is
+    /// stored (unless one was refused: those wait for the dead-letter file, and
+    /// nothing more is reported until the caller wrote it).
+    pub async fn send_reporting(
+        &mut self,
+        batch: &Batch,
+        only: Option<&[u32]>,
+        progress: &mut Progress<'_>,
+    ) -> Result<(Delivery, usize), SendError> {
         let mut d = Delivery::default();
         let selected: Vec<u32> = match only {
-            Some(o) => o.to_vec(),
+            // In batch order: parts are cut from it in order, which is what makes
+            // "every entry before the next part is settled" true (a retry list is
+            // not in order: it ends with the parts still stacked).
+            Some(o) => {
+                let mut o = o.to_vec();
+                o.sort_unstable();
+                o.dedup();
+                o
+            }
             None => (0..batch.len() as u32).collect(),
         };
         let send = self.set_aside_by_age(batch, selected, &mut d);
@@ -81,7 +104,13 @@ impl LokiSink {
             }
             requests += 1;
             match self.push(batch, &part).await {
-                Ok(Pushed::Stored(n)) => bytes += n,
+                Ok(Pushed::Stored(n)) => {
+                    bytes += n;
+                    if d.rejected.is_empty() {
+                        let next = todo.iter().filter_map(|p| p.first()).min();
+                        progress.settled_below(next.map_or(batch.len() as u32, |&i| i));
+                    }
+                }
                 Ok(Pushed::Refused(body)) => {
                     budget = budget.saturating_sub(1);
                     todo.extend(self.settle(&part, &body, budget, &mut d));

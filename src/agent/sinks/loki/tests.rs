@@ -738,3 +738,56 @@ async fn lines_of_megabytes_decode_whole_or_cut() {
         assert_eq!(m["worker_id"], "c16b0517244fb39136270405dc900c803d864f847dd4b87db4406975");
     }
 }
+
+/// A batch paced into many pushes reports, after each push, that every entry before
+/// the next one to push is settled; that must hold whatever the order of the entries
+/// it is asked to send again (a retry list ends with the parts still stacked, the
+/// latest first). Each report is checked against what the server stored.
+#[tokio::test]
+async fn progress_never_passes_an_entry_not_stored() {
+    use crate::agent::sinks::{Ack, Progress};
+    let server = loki::start().await;
+    let node = Arc::new(NodeIdentity::new("node-a".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let mut corr = Correlator::new();
+    let text: String = (0..120)
+        .map(|i| {
+            format!(
+                "[2026-11-30 09:31:42,{i:03} I 7303 7314] (raylet) node_manager.cc:1: tick {i}; {}\n",
+                "x".repeat(60)
+            )
+        })
+        .collect();
+    parse_into(&mut batch, &mut corr, "raylet.out", &text);
+    assert_eq!(batch.len(), 120);
+    // 64 KiB/s per stream: at most 8 KiB of it per push, so the batch takes pushes.
+    let edit = |r: &mut LokiRaw| r.max_stream_bytes_per_second = Some(SizeValue::Bytes(8 << 10));
+    let mut sink = LokiSink::new(config(&server, edit));
+    let stored = |server: &LokiServer| -> std::collections::HashSet<usize> {
+        let tick = |l: &str| l.split("tick ").nth(1)?.split(';').next()?.parse().ok();
+        server.entries().iter().filter_map(|e| tick(&e.line)).collect()
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Ack>(1024);
+    let mut only: Option<Vec<u32>> = None;
+    let (mut rounds, mut reports) = (0, 0);
+    for ok_pushes in [2, 1, 3, 0, 2, 100] {
+        server.fail_after(ok_pushes, 1, 429);
+        let mut progress = Progress::to(&tx, 1, 0);
+        let sent = sink.send_reporting(&batch, only.as_deref(), &mut progress).await;
+        let have = stored(&server);
+        while let Ok(a) = rx.try_recv() {
+            reports += 1;
+            let n = a.upto.expect("progress") as usize;
+            let missing: Vec<usize> = (0..n).filter(|i| !have.contains(i)).collect();
+            assert!(missing.is_empty(), "round {rounds}: reported {n} settled, yet not stored: {missing:?}");
+        }
+        rounds += 1;
+        match sent {
+            Ok((d, _)) if d.retry.is_empty() => break,
+            Ok((d, _)) => only = Some(d.retry),
+            Err(_) => {}
+        }
+    }
+    assert_eq!(stored(&server).len(), 120, "everything stored in the end");
+    assert!(reports >= 4, "progress was reported ({reports} reports in {rounds} rounds)");
+}
