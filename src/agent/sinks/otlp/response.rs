@@ -11,8 +11,10 @@ pub struct Partial {
 }
 
 /// The partial success of a 2xx body, if it has one. An empty body is a full
-/// success; a body that is neither encoding is an error.
+/// success; a body that does not decode as an `ExportLogsServiceResponse` is an
+/// error, whatever part of it did: it may have been a partial success.
 pub fn partial_success(body: &[u8], json: bool) -> Result<Option<Partial>, String> {
+    // Whitespace holds no partial success in either encoding.
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
@@ -21,8 +23,11 @@ pub fn partial_success(body: &[u8], json: bool) -> Result<Option<Partial>, Strin
     }
     let mut found = None;
     for_each_field(body, |field, v| {
-        if let (1, Wire::Len(inner)) = (field, v) {
-            found = Some(partial_pb(inner)?);
+        match (field, v) {
+            (1, Wire::Len(inner)) => found = Some(partial_pb(inner)?),
+            // A protobuf decoder refuses a known field of another wire type.
+            (1, _) => return Err("partial_success is not a message".into()),
+            _ => {}
         }
         Ok(())
     })?;
@@ -35,6 +40,8 @@ fn partial_pb(b: &[u8]) -> Result<Partial, String> {
         match (field, v) {
             (1, Wire::Varint(n)) => p.rejected = n as i64,
             (2, Wire::Len(s)) => p.message = String::from_utf8_lossy(s).into_owned(),
+            (1, _) => return Err("rejected_log_records is not a varint".into()),
+            (2, _) => return Err("error_message is not a string".into()),
             _ => {}
         }
         Ok(())
@@ -45,7 +52,12 @@ fn partial_pb(b: &[u8]) -> Result<Partial, String> {
 fn partial_json(body: &[u8]) -> Result<Option<Partial>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let Some(obj) = v.as_object() else { return Err("not a JSON object".into()) };
-    let Some(ps) = obj.get("partialSuccess").or_else(|| obj.get("partial_success")) else { return Ok(None) };
+    let ps = match obj.get("partialSuccess").or_else(|| obj.get("partial_success")) {
+        // null is the field's default in proto3 JSON: not set.
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::Object(ps)) => ps,
+        Some(other) => return Err(format!("partialSuccess {other} is not an object")),
+    };
     let get = |a: &str, b: &str| ps.get(a).or_else(|| ps.get(b));
     // int64 is a string in proto3 JSON, but receivers write numbers too.
     let rejected = match get("rejectedLogRecords", "rejected_log_records") {
@@ -53,7 +65,11 @@ fn partial_json(body: &[u8]) -> Result<Option<Partial>, String> {
         Some(serde_json::Value::String(s)) => s.parse().map_err(|_| format!("rejectedLogRecords {s:?}"))?,
         Some(n) => n.as_i64().ok_or_else(|| format!("rejectedLogRecords {n}"))?,
     };
-    let message = get("errorMessage", "error_message").and_then(|m| m.as_str()).unwrap_or_default().to_string();
+    let message = match get("errorMessage", "error_message") {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(m)) => m.clone(),
+        Some(other) => return Err(format!("errorMessage {other} is not a string")),
+    };
     Ok(Some(Partial { rejected, message }))
 }
 

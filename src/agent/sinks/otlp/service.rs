@@ -1,7 +1,10 @@
 //! Posts OTLP/HTTP requests and settles, per record, what the receiver did.
 //!
-//! - 2xx: stored. A `partial_success` with `rejected_log_records = K` (0 < K < N)
-//!   refused K of the request's N records without naming them (OTLP has no way to):
+//! - 2xx: stored. An empty body is a full success; a body that cannot be read to
+//!   its end, or does not decode as the `ExportLogsServiceResponse` its Content-Type
+//!   announces, is retried (it may have been a partial success). A
+//!   `partial_success` with `rejected_log_records = K` (0 < K < N) refused K of the
+//!   request's N records without naming them (OTLP has no way to):
 //!   all N go to the dead-letter file with kind `partial`, the receiver's
 //!   `error_message` and the count, K are counted as dead letters and N − K as sent.
 //!   They are not sent again: the receiver stored the others, and OTLP says a
@@ -147,7 +150,12 @@ impl OtlpSink {
         let wait = retry_after(resp.headers());
         let json = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("json"));
         // Read the body even on success, so the connection can be reused.
-        let body = resp.bytes().await.unwrap_or_default();
+        let body = match resp.bytes().await {
+            Ok(body) => body,
+            Err(e) if status.is_success() => return Err(self.unread(status, &e)),
+            // The status alone says what to do; the reason is lost with the body.
+            Err(_) => bytes::Bytes::new(),
+        };
         if status.is_success() {
             let partial = response::partial_success(&body, json).map_err(|why| self.garbage(status, &why, &body))?;
             return Ok(Posted::Stored { bytes: n, partial });
@@ -160,6 +168,20 @@ impl OtlpSink {
             return Ok(Posted::Refused(format!("HTTP {status}: {why}")));
         }
         Err(otlp_status_error(status, &why, wait))
+    }
+
+    /// A 2xx whose body could not be read (the connection dropped mid-body): it may
+    /// have held a partial success, so "all stored" cannot be assumed. The records are
+    /// sent again, as OTLP says of a server that disconnects without a response. The
+    /// trade-off: OTLP has no deduplication, so a receiver that had stored them stores
+    /// them twice (OTLP's own choice for telemetry, "Duplicate Data" in its spec),
+    /// where taking the answer as a full success would lose, without a trace, the
+    /// records a partial success refused.
+    fn unread(&self, status: StatusCode, e: &reqwest::Error) -> SendError {
+        tracing::warn!(sink = %self.cfg.name, error = %e, "HTTP {status} whose body could not be read; records are kept and retried");
+        SendError::Transient(format!(
+            "HTTP {status}, but its body could not be read, so what was stored is unknown: {e}"
+        ))
     }
 
     /// A 2xx whose body is not an OTLP answer: nothing says what was stored, so the

@@ -323,3 +323,92 @@ async fn a_refusal_of_one_request_of_several_takes_only_its_records() {
     let stored: usize = s.got[first + 1..].iter().map(|g| g.req.records.len()).sum();
     assert_eq!(stored + refused, 3000);
 }
+
+/// Reads one HTTP/1.1 request whole (head, then `Content-Length` bytes of body), so
+/// that an answer written after it is not mistaken for a request cut short.
+async fn read_request(s: &mut tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let (mut buf, mut chunk) = (Vec::new(), [0u8; 8192]);
+    loop {
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "the client hung up mid-request");
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let len: usize =
+            head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
+        if buf.len() >= end + 4 + len {
+            return;
+        }
+    }
+}
+
+/// A receiver that answers each request (one per connection) with the next of
+/// `answers`, written raw, then closes the connection: an answer can end before the
+/// body its `Content-Length` announced.
+async fn raw_receiver(answers: Vec<Vec<u8>>) -> String {
+    use tokio::io::AsyncWriteExt;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        for answer in answers {
+            let (mut s, _) = l.accept().await.unwrap();
+            read_request(&mut s).await;
+            s.write_all(&answer).await.unwrap();
+            let _ = s.shutdown().await;
+        }
+    });
+    url
+}
+
+/// `HTTP/1.1 200` announcing `announced` bytes of protobuf, carrying `body`.
+fn ok_answer(announced: usize, body: &[u8]) -> Vec<u8> {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {announced}\r\nconnection: close\r\n\r\n"
+    );
+    [head.as_bytes(), body].concat()
+}
+
+/// A 200 whose body is cut short (the connection drops after 4 of its 15 bytes: a
+/// partial success refusing 2 records) says nothing of what was stored: the request
+/// is retried, not counted as stored whole. A 200 with an empty body (Content-Length
+/// 0) is a full success.
+#[tokio::test]
+async fn a_2xx_whose_body_is_cut_short_is_retried_not_taken_as_stored() {
+    let partial = partial_pb(2, "too old");
+    let url = raw_receiver(vec![ok_answer(partial.len(), &partial[..4]), ok_answer(0, b"")]).await;
+    let b = sample_batch();
+    let mut sink = OtlpSink::new(config_at(&url, ""));
+    match sink.send(&b, None).await {
+        Err(SendError::Transient(why)) => assert!(why.contains("200") && why.contains("body"), "{why}"),
+        other => panic!("a 2xx with its body cut short taken as {other:?}"),
+    }
+    let (d, _) = sink.send(&b, None).await.unwrap();
+    assert!(d.retry.is_empty() && d.rejected.is_empty() && d.stored_anyway == 0, "an empty 200: {d:?}");
+}
+
+/// A 2xx body that does not decode as the `ExportLogsServiceResponse` its
+/// Content-Type announces (a field of the wrong wire type, `partialSuccess` not an
+/// object) may have meant a partial success: the request is retried.
+#[tokio::test]
+async fn a_2xx_whose_body_does_not_decode_as_announced_is_retried() {
+    let rx = Receiver::start().await;
+    let b = sample_batch();
+    let mut sink = rx.sink("");
+    // partial_success (field 1, a message) as a varint; then rejected_log_records
+    // (field 1 of the partial success, an int64) as a length-delimited field.
+    for body in [vec![0x08, 0x02], vec![0x0a, 0x03, 0x0a, 0x01, 0x02]] {
+        rx.script([Answer(200, "application/x-protobuf", body.clone(), None)]);
+        let got = sink.send(&b, None).await;
+        assert!(matches!(got, Err(SendError::Transient(_))), "{body:x?}: {got:?}");
+    }
+    let mut json = rx.sink("encoding = \"json\"");
+    for body in [r#"{"partialSuccess":3}"#, r#"{"partialSuccess":{"errorMessage":7}}"#] {
+        rx.script([Answer(200, "application/json", body.as_bytes().to_vec(), None)]);
+        let got = json.send(&b, None).await;
+        assert!(matches!(got, Err(SendError::Transient(_))), "{body}: {got:?}");
+    }
+    rx.script([Answer(200, "application/x-protobuf", vec![], None)]);
+    let (d, _) = sink.send(&b, None).await.unwrap();
+    assert!(d.retry.is_empty() && d.rejected.is_empty(), "an empty 200 is a full success: {d:?}");
+}
