@@ -62,6 +62,25 @@ pub struct Delivery {
     pub stored_anyway: u64,
 }
 
+impl Delivery {
+    /// Names each record once, whatever the sink reported: `retry` in batch order
+    /// without repeats; `rejected` without repeats nor the records also in `retry`
+    /// (sent again rather than dead-lettered: a retry loses nothing, and a record
+    /// refused for good is refused again); `stored_anyway` no more than the partial
+    /// ones left. Then returns how many of the `asked` records were sent: the others
+    /// less those to retry and those refused, plus those stored anyway. Saturating: a
+    /// sink naming records it was not asked for must not wrap it.
+    fn settle(&mut self, asked: u64) -> u64 {
+        self.retry.sort_unstable();
+        self.retry.dedup();
+        let (retry, mut seen) = (&self.retry, std::collections::HashSet::new());
+        self.rejected.retain(|r| retry.binary_search(&r.0).is_err() && seen.insert(r.0));
+        let partial = self.rejected.iter().filter(|r| r.1 == DeadReason::Partial).count() as u64;
+        self.stored_anyway = self.stored_anyway.min(partial);
+        asked.saturating_sub((self.retry.len() + self.rejected.len()) as u64) + self.stored_anyway
+    }
+}
+
 /// Classifies an HTTP answer: 429 and 5xx are transient, other 4xx permanent.
 pub fn status_error(status: reqwest::StatusCode, body: &str) -> SendError {
     status_error_after(status, body, None)
@@ -103,6 +122,11 @@ pub enum SinkImpl {
     Loki(loki::service::LokiSink),
     Elasticsearch(elasticsearch::service::EsSink),
     Otlp(otlp::service::OtlpSink),
+    /// A sink whose answers a test scripts (the driver's tests). Its type stays in
+    /// the tests module, private: nothing outside the tests can name it.
+    #[cfg(test)]
+    #[allow(private_interfaces)]
+    Scripted(tests::Scripted),
 }
 
 impl SinkImpl {
@@ -129,6 +153,8 @@ impl SinkImpl {
             SinkImpl::Loki(s) => s.send_reporting(batch, only, progress).await,
             SinkImpl::Elasticsearch(s) => s.send(batch, only).await,
             SinkImpl::Otlp(s) => s.send(batch, only).await,
+            #[cfg(test)]
+            SinkImpl::Scripted(s) => s.send(only),
         }
     }
 }
@@ -250,10 +276,9 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
         };
         let m = &t.metrics.sinks[t.index];
         match sent {
-            Ok((d, bytes)) => {
+            Ok((mut d, bytes)) => {
                 m.bytes_sent.fetch_add(bytes as u64, Relaxed);
-                let done = pending - d.retry.len() as u64 - d.rejected.len() as u64 + d.stored_anyway;
-                m.records_sent.fetch_add(done, Relaxed);
+                m.records_sent.fetch_add(d.settle(pending), Relaxed);
                 m.duplicates.fetch_add(d.duplicates, Relaxed);
                 if !d.rejected.is_empty() && !dead_letter(t, batch, &d.rejected, d.stored_anyway).await {
                     return false;

@@ -180,3 +180,69 @@ pub(super) fn fixture_batch(now_ns: i64) -> Batch {
     }
     b
 }
+
+/// A sink that answers each send with the next scripted [`Delivery`] (then: all
+/// stored) and notes which entries each send was asked for.
+pub(super) struct Scripted {
+    answers: std::collections::VecDeque<Delivery>,
+    asked: Arc<std::sync::Mutex<Vec<Option<Vec<u32>>>>>,
+}
+
+impl Scripted {
+    pub(super) fn send(&mut self, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
+        self.asked.lock().unwrap().push(only.map(<[u32]>::to_vec));
+        Ok((self.answers.pop_front().unwrap_or_default(), 0))
+    }
+}
+
+/// A sink that names a record twice in one answer (twice to retry; to retry and
+/// refused at once; refused twice) neither underflows the driver's count of what
+/// was sent nor gets a record twice in its next request. Of the 4 records: #0
+/// refused (once, though named twice), #1 stored, #2 and #3 retried once each (#3
+/// is sent again rather than dead-lettered: a retry loses nothing), then stored.
+#[tokio::test]
+async fn a_sink_naming_a_record_twice_is_counted_once_and_retried_once() {
+    let dir = Scratch(std::env::temp_dir().join(format!("raylog-sinks-twice-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let bad = |i| (i, DeadReason::Rejected, "bad".to_string());
+    let first = Delivery {
+        retry: vec![2, 3, 2],
+        retry_why: Some(("busy".into(), None)),
+        rejected: vec![bad(3), bad(0), bad(0)],
+        ..Delivery::default()
+    };
+    let asked = Arc::new(std::sync::Mutex::new(vec![]));
+    let (_batches, rx) = mpsc::channel(1);
+    let (acks, _ack_rx) = mpsc::channel(1);
+    let (_give_up, give_up_rx) = watch::channel(false);
+    let metrics = Arc::new(Metrics::new(&["scripted"]));
+    let dead = DeadLetter::new(&dir.0, 1 << 30);
+    let mut t = SinkTask {
+        index: 0,
+        name: "scripted".into(),
+        sink: SinkImpl::Scripted(Scripted { answers: [first].into(), asked: asked.clone() }),
+        batches: rx,
+        acks,
+        dead: dead.clone(),
+        retry: RetryConfig {
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+            shutdown_grace: Duration::from_secs(1),
+        },
+        metrics: metrics.clone(),
+        give_up: give_up_rx,
+        recycler: Recycler::new(1 << 20),
+        dead_logged: Default::default(),
+        stop: Arc::new(Notify::new()),
+    };
+    assert!(deliver(&mut t, &batch(4)).await, "delivered");
+    assert_eq!(*asked.lock().unwrap(), [None, Some(vec![2, 3])], "#2 and #3 sent again, once each");
+    let m = &metrics.sinks[0];
+    assert_eq!(m.records_sent.load(std::sync::atomic::Ordering::Relaxed), 3, "#1, then #2 and #3");
+    assert_eq!(m.dead_letter_count(DeadReason::Rejected), 1, "#0");
+    let text = std::fs::read_to_string(dead.path()).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0]["record"]["message"].as_str().unwrap().ends_with("item seq=0"), "{text}");
+}
