@@ -26,6 +26,11 @@ pub struct Saved {
     pub journal_entries: u64,
     /// The snapshot is in the old format: rewrite it at the next save.
     pub must_compact: bool,
+    /// This process fsynced the journal's directory after appending to it. False
+    /// for a new generation, whose first save creates the journal, and at start: a
+    /// journal found on disk may be one a crash left before its directory was
+    /// fsynced (the first save fsyncs it then; one fsync per start).
+    pub journal_dir_synced: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -118,6 +123,7 @@ pub fn read(dir: &Path) -> Result<(Resume, Saved), CheckpointError> {
         journal_bytes: size(&journal),
         journal_entries,
         must_compact: h.version < VERSION,
+        journal_dir_synced: false,
     };
     // The journal's entries come first, in order, so among them the last counts.
     Ok((Resume::from_entries(entries), saved))
@@ -327,10 +333,12 @@ impl SaveBatch {
     pub fn write(self) -> Result<Saved, (CheckpointError, Vec<FileCheckpoint>)> {
         let SaveBatch { dir, mut state, entries, forget_after_secs } = self;
         if !entries.is_empty() {
-            match append(&journal_path(&dir, state.generation), &entries) {
+            let sync = (!state.journal_dir_synced).then_some(dir.as_path());
+            match append(&journal_path(&dir, state.generation), &entries, sync) {
                 Ok(n) => {
                     state.journal_bytes += n;
                     state.journal_entries += entries.len() as u64;
+                    state.journal_dir_synced = true;
                 }
                 Err(e) => return Err((e, entries)),
             }
@@ -344,8 +352,10 @@ impl SaveBatch {
     }
 }
 
-/// Appends one line per entry to `path` and fsyncs it. Returns the bytes written.
-fn append(path: &Path, entries: &[FileCheckpoint]) -> Result<u64, CheckpointError> {
+/// Appends one line per entry to `path` and fsyncs it, then `dir` if given, the
+/// directory of a journal the append may have created: its lines are durable only
+/// once its directory entry is. Returns the bytes written.
+fn append(path: &Path, entries: &[FileCheckpoint], dir: Option<&Path>) -> Result<u64, CheckpointError> {
     use std::os::unix::fs::FileExt;
     let mut body = Vec::with_capacity(entries.len() * 64);
     let mut f = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path).map_err(|e| io(path, e))?;
@@ -360,6 +370,10 @@ fn append(path: &Path, entries: &[FileCheckpoint]) -> Result<u64, CheckpointErro
         body.push(b'\n');
     }
     f.write_all(&body).and_then(|_| f.sync_data()).map_err(|e| io(path, e))?;
+    if let Some(dir) = dir {
+        // On failure the save fails and is tried again, with the directory.
+        sync_dir(dir).map_err(|e| io(dir, e))?;
+    }
     Ok(body.len() as u64)
 }
 
@@ -408,10 +422,24 @@ fn compact(dir: &Path, state: &Saved, forget_after_secs: u64) -> Result<Saved, C
     f.sync_all().map_err(|e| io(&tmp, e))?;
     let snapshot_bytes = f.metadata().map_err(|e| io(&tmp, e))?.len();
     std::fs::rename(&tmp, &snap).map_err(|e| io(&snap, e))?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    let _ = sync_dir(dir);
     // The new snapshot holds everything: older journals are garbage now.
     let _ = std::fs::remove_file(&old_journal);
     Ok(Saved { generation, snapshot_bytes, snapshot_entries: entries, ..Saved::default() })
+}
+
+/// Makes the entries of `dir` durable: a file created or renamed in it can vanish
+/// in a power loss, even with its data fsynced, until its directory is fsynced too.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()?;
+    #[cfg(test)]
+    DIR_SYNCS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
+    Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The directories [`sync_dir`] fsynced on this thread: what tests see of a
+    /// durability that only a power loss would show.
+    pub static DIR_SYNCS: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }

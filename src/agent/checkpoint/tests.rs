@@ -359,3 +359,24 @@ fn a_load_keeps_one_copy_of_each_context() {
     assert_eq!(all[&FileKey { dev: 1, ino: MERGED + 2 }], with(MERGED + 2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The first save of a generation creates its journal: the journal's directory is
+/// fsynced then, after the data (a power loss could otherwise take the file's entry,
+/// fsynced lines and all), and not again for the saves that only append to it.
+#[test]
+fn creating_the_journal_fsyncs_its_directory_once() {
+    let dir = tmpdir("dirsync");
+    let mut s = CheckpointStore::open(&dir, 86_400).unwrap().0;
+    let synced = || disk::DIR_SYNCS.with(|d| d.borrow().clone());
+    disk::DIR_SYNCS.with(|d| d.borrow_mut().clear());
+    s.update(cp(2, 100));
+    s.save().unwrap();
+    assert!(dir.join("checkpoints.0.journal").is_file(), "{:?}", files(&dir));
+    assert_eq!(synced(), std::slice::from_ref(&dir), "the directory of the journal just created");
+    for ino in 3..6 {
+        s.update(cp(ino, 200));
+        s.save().unwrap();
+    }
+    assert_eq!(synced(), std::slice::from_ref(&dir), "appends to the journal leave its directory alone");
+    let _ = std::fs::remove_dir_all(&dir);
+}
