@@ -31,20 +31,31 @@ fn get(addr: &str, path: &str) -> Option<String> {
 /// The latency metrics (Ray's Event stats: blocks and node liveness, issue #25).
 const LATENCY: [&str; 3] = ["raylog_ray_handler_", "raylog_ray_event_loop_lag_seconds", "raylog_ray_nodes_alive"];
 
-/// Every sample of `/metrics`: `name{labels}` → value.
-fn samples(text: &str) -> BTreeMap<String, u64> {
+/// Every sample of `/metrics`: `name{labels}` → value. Values are floats in the
+/// exposition format (`1.5`, `2e3`, `+Inf`); a line whose value is none fails.
+fn samples(text: &str) -> BTreeMap<String, f64> {
     text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(k, v)| Some((k.to_string(), v.parse().ok()?))))
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap_or_else(|| panic!("/metrics line without a value: {l:?}"));
+            (k.to_string(), v.parse().unwrap_or_else(|e| panic!("/metrics line {l:?}: {e}")))
+        })
         .collect()
 }
 
-/// The sum of the samples of metric `name` whose labels contain all of `with`.
-fn sum(m: &BTreeMap<String, u64>, name: &str, with: &[&str]) -> u64 {
+/// Sample `key`'s value `v` as the integer a counter holds, exactly: a fraction or
+/// an infinity there is a wrong count, not one to round.
+fn count(key: &str, v: f64) -> u64 {
+    assert!(v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 2f64.powi(53), "{key} = {v}: not a count");
+    v as u64
+}
+
+/// The sum of the samples of counter `name` whose labels contain all of `with`.
+fn sum(m: &BTreeMap<String, f64>, name: &str, with: &[&str]) -> u64 {
     m.iter()
         .filter(|(k, _)| k.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('{')))
         .filter(|(k, _)| with.iter().all(|w| k.contains(w)))
-        .map(|(_, v)| v)
+        .map(|(k, v)| count(k, *v))
         .sum()
 }
 
@@ -56,7 +67,7 @@ fn lines(p: &Path) -> usize {
 /// `name`, with `raylog health --format json` and the record count of `raylog
 /// parse` on the same files.
 struct Shipped {
-    m: BTreeMap<String, u64>,
+    m: BTreeMap<String, f64>,
     text: String,
     h: Value,
     want_records: u64,
@@ -154,7 +165,7 @@ fn on_node(name: &str, labels: &str) -> String {
 impl Shipped {
     fn exact(&self, name: &str, labels: &str) -> u64 {
         let key = if labels.is_empty() { name.to_string() } else { format!("{name}{{{labels}}}") };
-        *self.m.get(&key).unwrap_or_else(|| panic!("no {key} in\n{}", self.text))
+        count(&key, *self.m.get(&key).unwrap_or_else(|| panic!("no {key} in\n{}", self.text)))
     }
 
     /// Every `raylog_ray_*` health counter's samples (all but
@@ -166,7 +177,7 @@ impl Shipped {
             .filter(|(k, _)| k.starts_with("raylog_ray_") && !k.starts_with("raylog_ray_records_total"))
             // The latency figures (issue #25) are checked in `agrees_with_health`.
             .filter(|(k, _)| !LATENCY.iter().any(|l| k.starts_with(l)))
-            .map(|(k, v)| (k.as_str(), *v))
+            .map(|(k, v)| (k.as_str(), count(k, *v)))
             .collect();
         let want: BTreeMap<&str, u64> = want.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(got.len(), want.len(), "{fixture}: samples {got:#?}, expected {want:#?}");
@@ -370,7 +381,7 @@ pub(crate) fn check_live(metrics: &str, paths: &[&Path], delivered: usize, failu
 /// the same files, the handlers past the cap adding up under `other`; and GCS's
 /// `CreateActor` total in the first session equals what Ray's state API listed after
 /// the workload created and killed its 200 actors (`gcs_actors.json`).
-fn check_gcs_handlers(m: &BTreeMap<String, u64>, h: &Value, dir: &Path, failures: &mut Vec<String>) {
+fn check_gcs_handlers(m: &BTreeMap<String, f64>, h: &Value, dir: &Path, failures: &mut Vec<String>) {
     let label = |k: &str, name: &str| {
         let at = k.find(&format!("{name}=\"")).map(|i| i + name.len() + 2)?;
         Some(k[at..].split('"').next()?.to_string())
@@ -380,7 +391,7 @@ fn check_gcs_handlers(m: &BTreeMap<String, u64>, h: &Value, dir: &Path, failures
         if label(k, "component").as_deref() == Some("gcs_server") {
             *agent
                 .entry((label(k, "io_context").unwrap_or_default(), label(k, "handler").unwrap_or_default()))
-                .or_default() += v;
+                .or_default() += count(k, *v);
         }
     }
     let gcs: Vec<&Value> =
@@ -442,4 +453,16 @@ fn check_create_actor(gcs: &[&Value], dir: &Path, failures: &mut Vec<String>) ->
         ));
     }
     format!("CreateActor {create} = {actors} actors listed")
+}
+
+/// `/metrics` values are floats in the exposition format (`1.5`, `2e3`, `+Inf`):
+/// every sample is kept, none dropped for not being an integer.
+#[test]
+fn metrics_samples_keep_float_values() {
+    let text = "# TYPE a_total counter\na_total{x=\"1\"} 3\nb_seconds 1.5\nc 2e3\nd_bucket{le=\"+Inf\"} 7\ne +Inf\n";
+    let m = samples(text);
+    let shown: BTreeMap<&str, String> = m.iter().map(|(k, v)| (k.as_str(), v.to_string())).collect();
+    let want =
+        [("a_total{x=\"1\"}", "3"), ("b_seconds", "1.5"), ("c", "2000"), ("d_bucket{le=\"+Inf\"}", "7"), ("e", "inf")];
+    assert_eq!(shown, want.into_iter().map(|(k, v)| (k, v.to_string())).collect::<BTreeMap<_, _>>());
 }
