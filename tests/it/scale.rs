@@ -43,10 +43,13 @@ fn finished_workers(env: &Env) -> Vec<PathBuf> {
     paths
 }
 
-/// Bytes process `pid` caused to be written to storage so far.
+/// Bytes process `pid` caused to be written to storage so far. A file that cannot
+/// be read, or has no `write_bytes`, fails: read as 0 it would pass any quiet check.
 fn write_bytes(pid: u32) -> u64 {
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
-    io.lines().find_map(|l| l.strip_prefix("write_bytes: ")).and_then(|n| n.parse().ok()).unwrap_or(0)
+    let path = format!("/proc/{pid}/io");
+    let io = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let n = io.lines().find_map(|l| l.strip_prefix("write_bytes: "));
+    n.and_then(|n| n.trim().parse().ok()).unwrap_or_else(|| panic!("{path} has no write_bytes count:\n{io}"))
 }
 
 /// Waits (bounded) for `quiet` in which process `pid` writes nothing to disk.
@@ -213,4 +216,13 @@ fn twenty_thousand_files_keep_every_promise() {
     let r = env.received();
     let twice: BTreeMap<u64, usize> = r.iter().filter(|(_, c)| **c > 1).map(|(s, c)| (*s, *c)).take(5).collect();
     assert!(twice.is_empty(), "sent twice: {twice:?}");
+}
+
+/// A `/proc/<pid>/io` that cannot be read (no such process here: pids stop far
+/// below u32::MAX) fails, naming the file, instead of reading as no disk writes,
+/// which would pass any check that the agent went quiet.
+#[test]
+#[should_panic(expected = "/proc/4294967295/io")]
+fn write_bytes_fails_naming_a_proc_io_it_cannot_read() {
+    write_bytes(u32::MAX);
 }
