@@ -110,6 +110,8 @@ name = "node-\"a\""
     let parsed = Command::new(env!("CARGO_BIN_EXE_raylog")).arg("parse").arg(&dir).output().unwrap();
     assert!(parsed.status.success());
     // The agent skips `debug_state*.txt` by default (source.exclude); `parse` does not.
+    // No writer counted the records of a recorded Ray session (fixtures/README.md):
+    // `raylog parse` is the expectation here.
     let want_records = String::from_utf8(parsed.stdout)
         .unwrap()
         .lines()

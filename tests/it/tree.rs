@@ -113,6 +113,14 @@ pub struct HoursTree {
 }
 
 impl HoursTree {
+    /// The records among the lines written in `[from, to)`, as this generator wrote
+    /// them: one a line, less Ray's `:job_id:` markers (context, not records). What a
+    /// test expects a sink to store comes from here, not from raylog's parser.
+    pub fn records(&self, from: i64, to: i64) -> u64 {
+        let lines = self.files.iter().flat_map(|(_, lines)| lines);
+        lines.filter(|l| l.0 >= from && l.0 < to && !l.1.starts_with(":job_id:")).count() as u64
+    }
+
     /// Writes (appends) every line written in `[from, to)`.
     pub fn write(&self, from: i64, to: i64) {
         std::fs::create_dir_all(&self.logs).unwrap();
@@ -199,4 +207,25 @@ pub fn hours_tree(root: &Path, seed: u64, workers: usize, per_file: usize, from:
 /// Unix milliseconds `d` ago.
 pub fn ago(d: Duration) -> i64 {
     (SystemTime::now() - d).duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// raylog reads in an hours tree the records its generator counts, whole or in two
+/// parts: the count the tests against Loki expect is the writer's, and this is
+/// where it is checked against what raylog reads, without a Loki.
+#[test]
+fn an_hours_tree_holds_the_records_its_writer_counts() {
+    let tmp = crate::ship_loki::Scratch::new("hours-tree-count");
+    let ray = tmp.0.join("ray");
+    let (from, to) = (ago(Duration::from_secs(2 * 3600)), ago(Duration::from_secs(60)));
+    let tree = hours_tree(&ray, 5, 3, 400, from, to);
+    let mid = from + (to - from) / 2;
+    tree.write(i64::MIN, mid);
+    let first = tree.records(i64::MIN, mid);
+    assert!(first > 1000, "{first} records by mid-span");
+    assert_eq!(record_count(std::slice::from_ref(&ray)), first, "records read by mid-span");
+    tree.write(mid, i64::MAX);
+    let all = tree.records(i64::MIN, i64::MAX);
+    // 2 + 2 × 3 files of 400 lines, and 3 stdouts of 100 prints.
+    assert_eq!(all, 8 * 400 + 3 * 100);
+    assert_eq!(record_count(std::slice::from_ref(&ray)), all, "records read in all");
 }
