@@ -152,7 +152,7 @@ impl SinkImpl {
             SinkImpl::Ndjson(s) => s.send(batch, only),
             SinkImpl::Loki(s) => s.send_reporting(batch, only, progress).await,
             SinkImpl::Elasticsearch(s) => s.send(batch, only).await,
-            SinkImpl::Otlp(s) => s.send(batch, only).await,
+            SinkImpl::Otlp(s) => s.send_reporting(batch, only, progress).await,
             #[cfg(test)]
             SinkImpl::Scripted(s) => s.send(only),
         }

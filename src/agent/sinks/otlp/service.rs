@@ -28,7 +28,9 @@ use super::encode::OtlpEncoder;
 use super::response::{self, Partial};
 use crate::agent::batch::Batch;
 use crate::agent::sinks::loki::pace::Pacer;
-use crate::agent::sinks::{retry_after, status_error_after, transport_error, DeadReason, Delivery, SendError};
+use crate::agent::sinks::{
+    retry_after, status_error_after, transport_error, DeadReason, Delivery, Progress, SendError,
+};
 
 const AGENT: &str = concat!("raylog/", env!("CARGO_PKG_VERSION"));
 
@@ -58,9 +60,28 @@ impl OtlpSink {
 
     /// Sends the entries `only` selects (all when `None`). Returns the bytes sent.
     pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
+        self.send_reporting(batch, only, &mut Progress::none()).await
+    }
+
+    /// [`OtlpSink::send`], telling `progress` after each request what is settled:
+    /// requests take the entries in batch order, so every entry before the next
+    /// part is stored (unless one was refused: nothing more is reported until the
+    /// caller wrote the dead letters).
+    pub async fn send_reporting(
+        &mut self,
+        batch: &Batch,
+        only: Option<&[u32]>,
+        progress: &mut Progress<'_>,
+    ) -> Result<(Delivery, usize), SendError> {
         let mut d = Delivery::default();
         let all: Vec<u32> = match only {
-            Some(o) => o.to_vec(),
+            // In batch order (a retry list ends with the parts still stacked).
+            Some(o) => {
+                let mut o = o.to_vec();
+                o.sort_unstable();
+                o.dedup();
+                o
+            }
             None => (0..batch.len() as u32).collect(),
         };
         let (mut bytes, mut budget, mut requests) = (0, SETTLE_BUDGET, 0);
@@ -77,6 +98,10 @@ impl OtlpSink {
                     bytes += n;
                     if let Some(p) = partial {
                         settle_partial(&part, &p, &mut d);
+                    }
+                    if d.rejected.is_empty() {
+                        let next = todo.iter().filter_map(|p| p.first()).min();
+                        progress.settled_below(next.map_or(batch.len() as u32, |&i| i));
                     }
                 }
                 Ok(Posted::Refused(why)) if part.len() == 1 || budget == 0 => {

@@ -412,3 +412,50 @@ async fn a_2xx_whose_body_does_not_decode_as_announced_is_retried() {
     let (d, _) = sink.send(&b, None).await.unwrap();
     assert!(d.retry.is_empty() && d.rejected.is_empty(), "an empty 200 is a full success: {d:?}");
 }
+
+/// A batch cut into several requests reports, after each one stored, that every
+/// record before the next request is settled, never one not stored yet, even when
+/// asked to send again a retry list whose parts are out of batch order.
+#[tokio::test]
+async fn progress_counts_only_requests_stored_in_batch_order() {
+    use crate::agent::sinks::{Ack, Progress};
+    let rx = Receiver::start().await;
+    let b = raylet_batch(3000);
+    let mut sink = rx.sink("max_request_bytes = \"64KiB\"\ncompression = \"none\"");
+    let ok = || Answer(200, "application/x-protobuf", Vec::new(), None);
+    let busy = || Answer(429, "text/plain", b"slow down".to_vec(), None);
+    let (tx, mut rx_acks) = mpsc::channel::<Ack>(1024);
+    let seq_of = |body: &str| body.strip_prefix("item seq=").and_then(|n| n.parse::<usize>().ok());
+    let mut only: Option<Vec<u32>> = None;
+    let mut refused_requests = std::collections::HashSet::new();
+    for round in 0..4 {
+        let before = rx.state.lock().unwrap().got.len();
+        rx.script([ok(), busy()]);
+        refused_requests.insert(before + 1);
+        let mut progress = Progress::to(&tx, 1, 0);
+        let sent = sink.send_reporting(&b, only.as_deref(), &mut progress).await;
+        let s = rx.state.lock().unwrap();
+        let stored: std::collections::HashSet<usize> = s
+            .got
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !refused_requests.contains(i))
+            .flat_map(|(_, g)| g.req.records.iter().filter_map(|r| seq_of(r.body.as_str()?)))
+            .collect();
+        while let Ok(a) = rx_acks.try_recv() {
+            let n = a.upto.expect("progress") as usize;
+            let missing: Vec<usize> = (0..n).filter(|i| !stored.contains(i)).take(5).collect();
+            assert!(missing.is_empty(), "round {round}: reported {n} settled, yet {missing:?}… not stored");
+        }
+        match sent {
+            Ok((d, _)) if d.retry.is_empty() => break,
+            Ok((mut d, _)) => {
+                // As a driver might hand it back: the parts in any order.
+                d.retry.reverse();
+                only = Some(d.retry);
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(only.is_some(), "the 429s left records to retry");
+}
