@@ -216,6 +216,20 @@ impl Ids {
     }
 }
 
+/// The file's context where a record starts: what the marker lines before it set
+/// (`:job_id:`, `:actor_name:`, `:task_name:`, `:task_attempt_start:`) and the time
+/// of the last record before it that had one of its own. A reader that must resume
+/// the file at this record (the agent, while the record waits in its hold) resumes
+/// with this, so the records after it are read as they were the first time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtRecord<'a> {
+    pub job_id: Option<&'a Id>,
+    pub actor_name: Option<&'a str>,
+    pub task_name: Option<&'a str>,
+    pub task_id: Option<&'a Id>,
+    pub last_timestamp: Option<Timestamp>,
+}
+
 /// One parsed record. See README's "Record schema" for the JSON form.
 #[derive(Clone, Debug)]
 pub struct Record<'a> {
@@ -241,6 +255,9 @@ pub struct Record<'a> {
     pub fields: &'a Fields<'a>,
     /// A line was longer than `max_line_bytes` and was cut.
     pub truncated: bool,
+    /// The file's context where the record starts (empty where not known: records
+    /// rebuilt from a batch or a scan).
+    pub at: AtRecord<'a>,
 }
 
 impl Record<'_> {

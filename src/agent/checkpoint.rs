@@ -26,6 +26,7 @@
 mod disk;
 mod flat;
 mod resume;
+pub mod times;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -140,6 +141,27 @@ impl SavedContext {
         (ctx != SavedContext::default()).then(|| Arc::new(ctx))
     }
 
+    /// The context where record `at` starts (see [`raylog_parsers::record::AtRecord`]),
+    /// `None` when it holds nothing.
+    pub fn from_at(at: &raylog_parsers::record::AtRecord<'_>) -> Option<Arc<SavedContext>> {
+        let ctx = SavedContext {
+            job_id: at.job_id.map(|i| i.as_str().into()),
+            actor_name: at.actor_name.map(Into::into),
+            task_name: at.task_name.map(Into::into),
+            task_id: at.task_id.map(|i| i.as_str().into()),
+        };
+        (ctx != SavedContext::default()).then(|| Arc::new(ctx))
+    }
+
+    /// Whether this is the context where record `at` starts.
+    pub fn is_at(&self, at: &raylog_parsers::record::AtRecord<'_>) -> bool {
+        let id = |s: &Option<Box<str>>, i: Option<&raylog_parsers::Id>| s.as_deref() == i.map(|i| i.as_str());
+        id(&self.job_id, at.job_id)
+            && self.actor_name.as_deref() == at.actor_name
+            && self.task_name.as_deref() == at.task_name
+            && id(&self.task_id, at.task_id)
+    }
+
     /// The parser context to resume with, `last` being the time of the last record
     /// before the offset that had one of its own.
     pub fn to_parser(ctx: Option<&SavedContext>, last: Option<i64>) -> raylog_parsers::parser::FileContext {
@@ -212,6 +234,15 @@ pub struct CheckpointStore {
     forget_after_secs: u64,
     /// Told every delivered position (the event spool deletes what was delivered).
     observer: Option<std::sync::Arc<dyn Observer>>,
+    /// The last batch whose positions were applied, all batches before it too.
+    applied_batch: u64,
+    /// `applied_batch` when the save under way was taken.
+    saving_batch: u64,
+    /// A save was taken and has not come back.
+    in_save: bool,
+    /// The last batch whose positions, and every earlier batch's, are on disk:
+    /// the reader's journal of times drops what is older (see [`times`]).
+    saved_batch: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Whoever must hear of every delivered position (the event spool): a trait so that
@@ -231,6 +262,10 @@ impl CheckpointStore {
             changes: HashMap::new(),
             forget_after_secs,
             observer: None,
+            applied_batch: 0,
+            saving_batch: 0,
+            in_save: false,
+            saved_batch: Arc::default(),
         };
         Ok((store, files))
     }
@@ -253,6 +288,22 @@ impl CheckpointStore {
         }
     }
 
+    /// Every position of batch `seq`, and of the batches before it, was applied.
+    pub fn applied(&mut self, seq: u64) {
+        self.applied_batch = self.applied_batch.max(seq);
+        if !self.is_dirty() && !self.in_save {
+            // Nothing to write: they are saved as they stand.
+            self.saving_batch = self.applied_batch;
+            self.saved_batch.store(self.applied_batch, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The last batch whose positions (and every earlier batch's) are on disk, as
+    /// saves complete.
+    pub fn saved_batch(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.saved_batch.clone()
+    }
+
     /// Whether anything changed since the last save.
     pub fn is_dirty(&self) -> bool {
         !self.changes.is_empty() || self.state.must_compact
@@ -263,6 +314,7 @@ impl CheckpointStore {
     pub fn take(&mut self) -> SaveBatch {
         // Taken, not drained: after a catch-up of 100,000 files the map's capacity
         // would otherwise stay allocated.
+        (self.saving_batch, self.in_save) = (self.applied_batch, true);
         let mut entries: Vec<FileCheckpoint> = std::mem::take(&mut self.changes).into_values().collect();
         // One entry per file (a map's values): no stable sort's scratch needed.
         entries.sort_unstable_by_key(|e| e.key);
@@ -275,9 +327,11 @@ impl CheckpointStore {
         &mut self,
         outcome: Result<Saved, (CheckpointError, Vec<FileCheckpoint>)>,
     ) -> Result<(), CheckpointError> {
+        self.in_save = false;
         match outcome {
             Ok(state) => {
                 self.state = state;
+                self.saved_batch.store(self.saving_batch, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             Err((e, entries)) => {

@@ -208,9 +208,11 @@ pub async fn track_acks(
             if !entry.get().done() {
                 break;
             }
+            let seq = *entry.key();
             for cp in entry.remove().positions {
                 store.update(cp);
             }
+            store.applied(seq);
         }
         if store.is_dirty() && saving.is_none() && tokio::time::Instant::now() >= next_try {
             let batch = store.take();

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::agent::api::{self, Health};
 use crate::agent::batch::Recycler;
+use crate::agent::checkpoint::times::TimesLog;
 use crate::agent::checkpoint::{CheckpointStore, Resume};
 use crate::agent::config::Config;
 use crate::agent::events::EventMetrics;
@@ -207,6 +208,7 @@ fn start(
     // Batches in flight are few (bounded sink queues), so is what waits for their acks.
     let (pending_tx, pending_rx) = mpsc::channel(4096);
     let out = Dispatcher { sinks: sink_txs, pending: pending_tx };
+    let times = TimesLog::for_resume(&cfg.source.state_dir, &resume)?.watching(store.saved_batch());
     let tracker = tokio::spawn(track_acks(pending_rx, ack_rx, cfg.sinks.len(), store, metrics.clone()));
     let shutdown = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Wake::default());
@@ -215,8 +217,18 @@ fn start(
     let watcher = cfg.source.watch.then(|| Watches::start(cfg, wake.clone()));
     let max_open = max_open_files(cfg.source.max_open_files);
     let watched = cfg.source.watch;
-    let source =
-        Source::new(cfg.clone(), resume, out, recycler, metrics.clone(), shutdown.clone(), once, max_open, watched);
+    let source = Source::new(
+        cfg.clone(),
+        resume,
+        out,
+        recycler,
+        metrics.clone(),
+        shutdown.clone(),
+        once,
+        max_open,
+        watched,
+        times,
+    );
     let reader = tokio::task::spawn_blocking(move || source.run(wake));
     health.ready.store(true, Relaxed);
     Ok(Stages { reader, tracker, shutdown, give_up: give_up_tx, stop, metrics, health, dead, watcher })

@@ -27,7 +27,7 @@ use crate::classify::{FileKind, FileMeta};
 use crate::correlate::Correlator;
 use crate::formats::{self, Draft, LineFormat, ParseCtx};
 use crate::id::{Id, JOB_HEX};
-use crate::record::{Level, Record};
+use crate::record::{AtRecord, Level, Record};
 use crate::time::{Timestamp, Zone};
 
 /// Default cap on one line (and on one joined record).
@@ -587,10 +587,12 @@ impl FileParser {
             corr.link(w, a);
         }
         corr.tag(meta, *node_id, ctx.job_id, ctx.task_id, &mut d.ids);
+        let last_before = ctx.last_timestamp;
         if d.timestamp.is_some() {
             ctx.last_timestamp = d.timestamp;
             *own_time_seen = true;
         }
+        let ctx: &FileContext = ctx;
         let rec = Record {
             timestamp,
             timestamp_inferred: source != TimeSource::Own && timestamp.is_some(),
@@ -606,6 +608,13 @@ impl FileParser {
             actor_name: d.actor_name.or(ctx.actor_name.as_deref()).or_else(|| corr.class_of_file(meta)),
             fields: &d.fields,
             truncated: pending.truncated,
+            at: AtRecord {
+                job_id: ctx.job_id.as_ref(),
+                actor_name: ctx.actor_name.as_deref(),
+                task_name: ctx.task_name.as_deref(),
+                task_id: ctx.task_id.as_ref(),
+                last_timestamp: last_before,
+            },
         };
         stats.records += 1;
         (io.out)(&rec);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::record::{FieldValue, Fields, Ids, Level};
 use raylog_parsers::{Correlator, FileMeta, Id, Record, Timestamp};
 
-use crate::agent::checkpoint::FileKey;
+use crate::agent::checkpoint::{FileKey, SavedContext};
 
 /// How long a held record may wait, and for what.
 #[derive(Clone, Copy, Debug)]
@@ -161,6 +161,7 @@ impl HeldRecord {
             actor_name: self.shared.actor_name.as_deref(),
             fields: &fields,
             truncated: self.truncated,
+            at: Default::default(),
         };
         out(&rec, self.key, self.seed);
     }
@@ -188,9 +189,31 @@ pub struct Hold {
 
 #[derive(Debug, Default)]
 struct FileHeld {
-    offsets: VecDeque<u64>,
+    offsets: VecDeque<(u64, Resume)>,
     /// How many of them are riders (see [`HeldRecord::rider`]).
     riders: u32,
+}
+
+/// Where a file resumes at a held record: the marker context and the last own time
+/// before it (see `raylog_parsers::record::AtRecord`). A checkpoint cannot pass a
+/// held record, and resuming there with the context of where reading has got to
+/// would give the records in between the markers and times that come after them.
+#[derive(Clone, Debug, Default)]
+pub struct Resume {
+    pub context: Option<Arc<SavedContext>>,
+    pub last_time_ns: Option<i64>,
+}
+
+impl Resume {
+    /// `r`'s, sharing the context with `prev` (the file's last held record's) when alike.
+    fn of(r: &Record<'_>, prev: Option<&Resume>) -> Resume {
+        let at = &r.at;
+        let context = match prev.and_then(|p| p.context.as_ref()) {
+            Some(c) if c.is_at(at) => Some(c.clone()),
+            _ => SavedContext::from_at(at),
+        };
+        Resume { context, last_time_ns: at.last_timestamp.map(|t| t.0) }
+    }
 }
 
 /// After a full pass, nothing held can go out before one of these changes: the
@@ -251,7 +274,8 @@ impl Hold {
             self.queue.reserve_exact(MAX_HELD + 1 - len);
         }
         let file = self.offsets.entry(key).or_default();
-        file.offsets.push_back(r.offset);
+        let resume = Resume::of(r, file.offsets.back().map(|(_, c)| c));
+        file.offsets.push_back((r.offset, resume));
         file.riders += h.rider as u32;
         if let Some(s) = &mut self.settled {
             s.due = earliest(s.due, h.due());
@@ -297,9 +321,14 @@ impl Hold {
 
     /// The smallest held offset of file `key` (a checkpoint must not pass it).
     pub fn min_offset(&self, key: &FileKey) -> Option<u64> {
+        self.resume_point(key).map(|(o, _)| o)
+    }
+
+    /// The smallest held offset of file `key` and where the file resumes there.
+    pub fn resume_point(&self, key: &FileKey) -> Option<(u64, &Resume)> {
         // Usually the first; not when the file was read again from its start
         // (truncated) while older records of it were still held.
-        self.offsets.get(key)?.offsets.iter().copied().min()
+        self.offsets.get(key)?.offsets.iter().min_by_key(|(o, _)| *o).map(|(o, r)| (*o, r))
     }
 
     /// Releases, in order, every record whose worker's actor and node (`node_of` its
@@ -417,7 +446,7 @@ impl Hold {
 /// Returns `(records of its file left, riders among them)`.
 fn forget(offsets: &mut HashMap<FileKey, FileHeld>, h: &HeldRecord) -> (bool, bool) {
     let Some(file) = offsets.get_mut(&h.key) else { return (false, false) };
-    debug_assert_eq!(file.offsets.front(), Some(&h.offset));
+    debug_assert_eq!(file.offsets.front().map(|o| o.0), Some(h.offset));
     file.offsets.pop_front();
     file.riders -= h.rider as u32;
     if file.offsets.is_empty() {

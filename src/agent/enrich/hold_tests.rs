@@ -77,6 +77,7 @@ fn held_records_share_their_ids_and_go_out_with_their_own() {
             actor_name: Some("Counter"),
             fields: &fields,
             truncated: false,
+            at: Default::default(),
         };
         hold.push(&r, key, 0, meta.clone(), wait);
     }
@@ -115,7 +116,7 @@ fn the_file_index_follows_the_queue() {
     for mut h in other.queue.drain(..) {
         h.key = b;
         h.offset += 1_000;
-        hold.offsets.entry(b).or_default().offsets.push_back(h.offset);
+        hold.offsets.entry(b).or_default().offsets.push_back((h.offset, Default::default()));
         hold.queue.push_back(h);
     }
     let first = |hold: &Hold, k: &FileKey| hold.queue.iter().filter(|h| &h.key == k).map(|h| h.offset).min();

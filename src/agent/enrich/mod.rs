@@ -21,6 +21,7 @@
 pub mod hold;
 pub mod node;
 pub mod route;
+pub mod times;
 
 pub use hold::Hold;
 pub use route::{Enrich, FileRoute, Router};

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{FileMeta, Record};
 
 use super::hold::{Hold, Wait};
+use super::times::Times;
 use crate::agent::batch::{doc_id_from, Batch};
 use crate::agent::checkpoint::FileKey;
 use crate::agent::ray_metrics::RayCounter;
@@ -22,6 +23,8 @@ pub struct Enrich {
     pub batch: Batch,
     pub hold: Hold,
     pub ray: RayCounter,
+    /// The times untimed records entered the batch with, and got before a restart.
+    pub times: Times,
     actor_hold: Duration,
 }
 
@@ -36,8 +39,14 @@ pub struct FileRoute {
 }
 
 impl Enrich {
-    pub fn new(batch: Batch, ray: RayCounter, actor_hold: Duration) -> Enrich {
-        Enrich { batch, hold: Hold::default(), ray, actor_hold }
+    pub fn new(batch: Batch, ray: RayCounter, actor_hold: Duration, times: Times) -> Enrich {
+        Enrich { batch, hold: Hold::default(), ray, times, actor_hold }
+    }
+
+    /// Puts `r` of file `key` into the batch, noting its time if not its own.
+    pub fn push(&mut self, r: &Record<'_>, key: FileKey, seed: u128, now_ns: i64) {
+        self.batch.push(r, now_ns, doc_id_from(seed, r.offset, r.message));
+        self.times.note(key, seed, r, r.timestamp.map_or(now_ns, |t| t.0));
     }
 
     /// Routes the records of one file during one read.
@@ -62,13 +71,22 @@ impl Router<'_> {
         let e = &mut *self.enrich;
         // Counted here, once: a held record is released into the batch, not routed again.
         e.ray.count(self.component, r);
+        // Read again after a restart: the time it went out with before.
+        let redated;
+        let r = match e.times.restored(self.f.seed, r) {
+            Some(t) => {
+                redated = Record { timestamp: Some(t), timestamp_inferred: true, ..r.clone() };
+                &redated
+            }
+            None => r,
+        };
         let node_until = self.f.wait_node.filter(|_| r.ids.node_id.is_none());
         if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
             let wait = Wait { until: Instant::now() + e.actor_hold, node_until };
             e.hold.push(r, self.f.key, self.f.seed, self.f.meta.clone(), wait);
             self.held_file = true;
         } else {
-            e.batch.push(r, self.now, doc_id_from(self.f.seed, r.offset, r.message));
+            e.push(r, self.f.key, self.f.seed, self.now);
         }
     }
 }

@@ -46,7 +46,7 @@ impl Rig {
         let meta = Arc::new(classify(&name, Some("session_x")));
         let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
         let other = Arc::new(classify(&format!("worker-{OTHER_WORKER}-01000000-4343.out"), Some("session_x")));
-        let mut e = Enrich::new(Batch::new(1, node), ray_counter(), HOLD);
+        let mut e = Enrich::new(Batch::new(1, node), ray_counter(), HOLD, Default::default());
         // These tests step time to a wait's edges; the gap between passes has its own.
         e.hold.set_pass_gap(Duration::ZERO);
         Rig {
@@ -191,7 +191,8 @@ fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
     let meta = Arc::new(classify("gcs_server.out", Some("session_x")));
     let key = FileKey { dev: 1, ino: 4 };
     let node = Arc::new(NodeIdentity::new("n".into(), None, Default::default()));
-    let (mut e, mut corr) = (Enrich::new(Batch::new(1, node), ray_counter(), HOLD), Correlator::new());
+    let (mut e, mut corr) =
+        (Enrich::new(Batch::new(1, node), ray_counter(), HOLD, Default::default()), Correlator::new());
     let mut p = FileParser::new((*meta).clone(), None, None);
     let opts = Options::default();
     let line = |m: &str| format!("[2026-11-30 09:05:33,150 I 4214 4214] gcs_server.cc:1: {m}\n");

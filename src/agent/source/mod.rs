@@ -74,9 +74,11 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{Correlator, Id};
 
 use crate::agent::batch::{doc_id_from, Batch, NodeIdentity, Recycler};
+use crate::agent::checkpoint::times::TimesLog;
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, Resume, SavedContext};
 use crate::agent::config::Config;
 use crate::agent::enrich::route::now_ns;
+use crate::agent::enrich::times::Times;
 use crate::agent::enrich::Enrich;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{Cut, Dispatcher, Mark};
@@ -158,6 +160,10 @@ pub struct Source {
     marks: Vec<Mark>,
     /// The batch's bytes at the last mark.
     marked_bytes: usize,
+    /// Where the times of untimed records are written before their batch is sent.
+    times_log: TimesLog,
+    /// Writing `times_log` failed (logged once until it works again).
+    times_failing: bool,
     seq: u64,
     first_scan: bool,
     /// No checkpoint existed at start (`start_at` applies to the files then present).
@@ -220,6 +226,7 @@ impl Source {
         once: bool,
         max_open: usize,
         watched: bool,
+        mut times_log: TimesLog,
     ) -> Source {
         let node =
             Arc::new(NodeIdentity::new(cfg.node.name.clone(), cfg.node.cluster.clone(), cfg.node.labels.clone()));
@@ -227,7 +234,12 @@ impl Source {
         let first_start = resume.is_empty();
         let ray = RayCounter::new(metrics.clone(), &cfg.node.name);
         Source {
-            enrich: Enrich::new(Batch::new(0, node).needing(cfg.batch_needs()), ray, cfg.source.actor_hold),
+            enrich: Enrich::new(
+                Batch::new(0, node).needing(cfg.batch_needs()),
+                ray,
+                cfg.source.actor_hold,
+                Times::restoring(times_log.take_found()),
+            ),
             corr: Correlator::with_zone(cfg.source.parse.zone.clone()),
             split_merge: cfg.streams_split_by_component(),
             cfg,
@@ -243,6 +255,8 @@ impl Source {
             dirty: HashSet::new(),
             marks: Vec::new(),
             marked_bytes: 0,
+            times_log,
+            times_failing: false,
             seq: 0,
             first_scan: true,
             first_start,
@@ -432,7 +446,8 @@ impl Source {
         }
         let ts = now_ns();
         loop {
-            let (batch, dirty, dirs, table) = (&mut self.enrich.batch, &mut self.dirty, &self.dirs, &self.table);
+            let (batch, times) = (&mut self.enrich.batch, &mut self.enrich.times);
+            let (dirty, dirs, table) = (&mut self.dirty, &self.dirs, &self.table);
             let node_of = |key: &FileKey| table.get(key).and_then(|t| dirs[t.dir() as usize].node);
             let more = self.enrich.hold.release(
                 Instant::now(),
@@ -442,6 +457,7 @@ impl Source {
                 RELEASE_BUDGET,
                 &mut |r, key, seed| {
                     batch.push(r, ts, doc_id_from(seed, r.offset, r.message));
+                    times.note(key, seed, r, r.timestamp.map_or(ts, |t| t.0));
                     dirty.insert(key);
                 },
             );
@@ -503,10 +519,30 @@ impl Source {
         };
         let batch = std::mem::replace(&mut self.enrich.batch, next);
         self.batch_started = Instant::now();
+        self.write_times(batch.seq);
         let cut = Cut { batch: Arc::new(batch), marks, positions, made: Instant::now() };
         if !self.out.send(cut) {
             // The pipeline is gone (shutting down): nothing more to do.
             self.shutdown.store(true, Relaxed);
+        }
+    }
+
+    /// Writes the times the untimed records of batch `seq` got, and fsyncs them,
+    /// before the batch goes out (see [`crate::agent::checkpoint::times`]). A disk
+    /// that fails is logged and the batch goes anyway: a restart would then send its
+    /// prints again under other times, which is less harm than not sending them.
+    fn write_times(&mut self, seq: u64) {
+        self.times_log.prune_saved();
+        let runs = self.enrich.times.take();
+        let times = &self.enrich.times;
+        match self.times_log.append_carrying(seq, &runs, || times.still_restored()) {
+            Ok(()) if std::mem::take(&mut self.times_failing) => tracing::info!("times journal written again"),
+            Ok(()) => {}
+            Err(e) if !std::mem::replace(&mut self.times_failing, true) => {
+                let dir = self.cfg.source.state_dir.display();
+                tracing::error!(state_dir = %dir, error = %e, "cannot write the journal of inferred times; sending anyway (after a restart, prints sent meanwhile may be stored twice): check state_dir's disk");
+            }
+            Err(_) => {}
         }
     }
 
@@ -544,8 +580,10 @@ impl Source {
             ),
             None => (t.resume(), self.table.context_of(&t).cloned(), t.last_time(), t.fingerprint()),
         };
-        if let Some(h) = self.enrich.hold.min_offset(&key) {
-            offset = offset.min(h);
+        let (mut context, mut last) = (context, last);
+        if let Some((h, at)) = self.enrich.hold.resume_point(&key).filter(|(h, _)| *h < offset) {
+            // Resumed at a held record: with the context there, not where reading got to.
+            (offset, context, last) = (h, at.context.clone(), at.last_time_ns);
         }
         Some(FileCheckpoint {
             key,

@@ -54,7 +54,9 @@ impl Rig {
         let metrics = Arc::new(Metrics::new(&["file"]));
         let shutdown = Arc::new(AtomicBool::new(false));
         let recycler = Recycler::new(1 << 20);
-        let source = Source::new(cfg, Default::default(), out, recycler, metrics, shutdown, false, max_open, watched);
+        let times = TimesLog::open(&cfg.source.state_dir, |_| true).unwrap();
+        let source =
+            Source::new(cfg, Default::default(), out, recycler, metrics, shutdown, false, max_open, watched, times);
         Rig { dir, source, batches, _pending: pending }
     }
 
