@@ -127,6 +127,15 @@ pub struct SavedContext {
     pub task_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<Box<str>>,
+    /// The actor of an actor worker's file, as the correlator knew it when the
+    /// checkpoint was taken: what taught it (a core-worker log, an event) may be
+    /// gone or not read again after a restart. Only on disk: the file table's
+    /// shared contexts leave it out (one per actor would end their sharing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_id: Option<Box<str>>,
+    /// The node of a raylet log's logs dir, which a restart may not read again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<Box<str>>,
 }
 
 impl SavedContext {
@@ -137,6 +146,7 @@ impl SavedContext {
             actor_name: c.actor_name.as_deref().map(Into::into),
             task_name: c.task_name.as_deref().map(Into::into),
             task_id: c.task_id.map(|i| i.as_str().into()),
+            ..SavedContext::default()
         };
         (ctx != SavedContext::default()).then(|| Arc::new(ctx))
     }
@@ -149,8 +159,35 @@ impl SavedContext {
             actor_name: at.actor_name.map(Into::into),
             task_name: at.task_name.map(Into::into),
             task_id: at.task_id.map(|i| i.as_str().into()),
+            ..SavedContext::default()
         };
         (ctx != SavedContext::default()).then(|| Arc::new(ctx))
+    }
+
+    /// `c` with the ids a restart may not learn again (`None` for none).
+    pub fn with_ids(
+        c: Option<Arc<SavedContext>>,
+        actor: Option<&str>,
+        node: Option<&str>,
+    ) -> Option<Arc<SavedContext>> {
+        if actor.is_none() && node.is_none() {
+            return c;
+        }
+        let mut ctx = c.as_deref().cloned().unwrap_or_default();
+        ctx.actor_id = actor.map(Into::into);
+        ctx.node_id = node.map(Into::into);
+        Some(Arc::new(ctx))
+    }
+
+    /// `c` without them (what the file table keeps), and them.
+    #[allow(clippy::type_complexity)]
+    pub fn split_ids(c: Option<Arc<SavedContext>>) -> (Option<Arc<SavedContext>>, Option<Box<str>>, Option<Box<str>>) {
+        if c.as_ref().is_none_or(|c| c.actor_id.is_none() && c.node_id.is_none()) {
+            return (c, None, None);
+        }
+        let mut ctx = c.map(Arc::unwrap_or_clone).unwrap_or_default();
+        let (actor, node) = (ctx.actor_id.take(), ctx.node_id.take());
+        ((ctx != SavedContext::default()).then(|| Arc::new(ctx)), actor, node)
     }
 
     /// Whether this is the context where record `at` starts.

@@ -2,7 +2,7 @@
 //! million files keeps its checkpoints in tens of bytes per file:
 //!
 //! `[dev, ino, fingerprint_len, fingerprint_hash, offset, updated, gone_since,
-//! last_time_ns, job_id, actor_name, task_name, task_id]`
+//! last_time_ns, job_id, actor_name, task_name, task_id, actor_id, node_id]`
 //!
 //! The first six are always there. The rest default to `0`, `null`, and no context,
 //! and trailing defaults are left out: a finished worker file is
@@ -24,7 +24,14 @@ impl Serialize for Flat<'_> {
         let cp = self.0;
         let ctx = cp.context.as_deref();
         let text = |f: fn(&SavedContext) -> &Option<Box<str>>| ctx.and_then(|c| f(c).as_deref());
-        let tail = [text(|c| &c.job_id), text(|c| &c.actor_name), text(|c| &c.task_name), text(|c| &c.task_id)];
+        let tail = [
+            text(|c| &c.job_id),
+            text(|c| &c.actor_name),
+            text(|c| &c.task_name),
+            text(|c| &c.task_id),
+            text(|c| &c.actor_id),
+            text(|c| &c.node_id),
+        ];
         // How many of the optional elements to write: up to the last one set.
         let ctx_len = tail.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
         let optional = if ctx_len > 0 {
@@ -82,9 +89,16 @@ impl<'de> Visitor<'de> for EntryVisitor {
         let gone_since = seq.next_element()?.unwrap_or(0);
         let last_time_ns = seq.next_element::<Option<i64>>()?.flatten();
         let mut text = || seq.next_element::<Option<Box<str>>>().map(Option::flatten);
-        let ctx = SavedContext { job_id: text()?, actor_name: text()?, task_name: text()?, task_id: text()? };
+        let ctx = SavedContext {
+            job_id: text()?,
+            actor_name: text()?,
+            task_name: text()?,
+            task_id: text()?,
+            actor_id: text()?,
+            node_id: text()?,
+        };
         if seq.next_element::<de::IgnoredAny>()?.is_some() {
-            return Err(de::Error::invalid_length(13, &self));
+            return Err(de::Error::invalid_length(15, &self));
         }
         Ok(Entry(FileCheckpoint {
             key: FileKey { dev, ino },

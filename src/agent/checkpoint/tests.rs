@@ -225,7 +225,14 @@ fn the_flat_form_keeps_every_field_and_leaves_out_trailing_defaults() {
     let mut ctx_only = cp(6, 9);
     ctx_only.context = ctx(None, Some("a\"b"));
     all.context = ctx(Some("01000000"), Some("t"));
-    cases.extend([gone, timed, ctx_only, all]);
+    let mut ids = cp(7, 9);
+    ids.context = Some(std::sync::Arc::new(SavedContext {
+        actor_name: Some("Counter".into()),
+        actor_id: Some("ceeabe459a58b124ad5b805d01000000".into()),
+        node_id: Some("b41b".into()),
+        ..Default::default()
+    }));
+    cases.extend([gone, timed, ctx_only, all, ids]);
     for c in &cases {
         let text = serde_json::to_string(&flat::Flat(c)).unwrap();
         let back: flat::Entry = serde_json::from_str(&text).unwrap();
@@ -237,7 +244,9 @@ fn the_flat_form_keeps_every_field_and_leaves_out_trailing_defaults() {
     assert!(text(2).ends_with(",12]"), "gone_since alone: {}", text(2));
     assert!(text(3).ends_with(",0,1796029536393944816]"), "{}", text(3));
     assert!(text(4).ends_with(",0,null,null,null,null,\"a\\\"b\"]"), "{}", text(4));
-    for bad in ["[1,2,3]", "[1,2,3,4,5,6,0,null,null,null,null,null,7]", "[1,2,3,4,5,-6]"] {
+    assert!(text(6).ends_with(",\"ceeabe459a58b124ad5b805d01000000\",\"b41b\"]"), "{}", text(6));
+    let past = "[1,2,3,4,5,6,0,null,null,null,null,null,null,null,\"x\"]";
+    for bad in ["[1,2,3]", "[1,2,3,4,5,6,0,null,null,null,null,null,7]", "[1,2,3,4,5,-6]", past] {
         assert!(serde_json::from_str::<flat::Entry>(bad).is_err(), "{bad} was read");
     }
 }

@@ -362,7 +362,8 @@ impl Source {
     /// A new file's entry: where reading resumes, from its checkpoint if it has one.
     fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata, first: bool) -> Tracked {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
-        if let Some(cp) = self.resume.remove(&key) {
+        if let Some(mut cp) = self.resume.remove(&key) {
+            self.learn_saved_ids(f.dir, f.name, &mut cp);
             resume_from(&mut t, cp, &mut self.table.contexts);
             return t;
         }
@@ -387,12 +388,36 @@ impl Source {
     /// the listing completes the table, inotify's news of any of them is followed
     /// at once, and the files written while the agent was down are read as their
     /// stats come (those of live files first: they are not checkpointed as done).
-    fn track_checkpointed(&mut self, key: FileKey, dir: u32, name: Name, cp: crate::agent::checkpoint::FileCheckpoint) {
+    fn track_checkpointed(
+        &mut self,
+        key: FileKey,
+        dir: u32,
+        name: Name,
+        mut cp: crate::agent::checkpoint::FileCheckpoint,
+    ) {
+        self.learn_saved_ids(dir, name, &mut cp);
         // The size is not known yet: nothing to read until the stat says so.
         let mut t = Tracked::new(key, dir, name, cp.offset, self.listing);
         resume_from(&mut t, cp, &mut self.table.contexts);
         self.table.insert(t);
         self.unstated.push(key);
+    }
+
+    /// Takes the ids a checkpoint of file `name` in dir `dir` kept (its worker's
+    /// actor, its logs dir's node) out of it, into the correlator and the dir: what
+    /// taught them before the restart may be gone.
+    fn learn_saved_ids(&mut self, dir: u32, name: Name, cp: &mut crate::agent::checkpoint::FileCheckpoint) {
+        let (ctx, actor, node) = crate::agent::checkpoint::SavedContext::split_ids(cp.context.take());
+        cp.context = ctx;
+        let id = |s: Option<Box<str>>| s.and_then(|s| Id::parse(s.as_bytes()));
+        if let Some(a) = id(actor) {
+            if let Some(w) = classify(&self.table.names.get(name), None).worker_id {
+                self.corr.link(w, a);
+            }
+        }
+        if let Some(n) = id(node) {
+            self.dirs[dir as usize].node.get_or_insert(n);
+        }
     }
 
     /// Stats the next [`UNSTATED_CHUNK`] files tracked from their checkpoint; those

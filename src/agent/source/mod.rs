@@ -58,6 +58,8 @@ mod model_tests;
 mod names;
 mod quiet;
 mod read;
+#[cfg(test)]
+mod restart_tests;
 mod scan;
 mod table;
 pub mod tail;
@@ -584,6 +586,13 @@ impl Source {
         if let Some((h, at)) = self.enrich.hold.resume_point(&key).filter(|(h, _)| *h < offset) {
             // Resumed at a held record: with the context there, not where reading got to.
             (offset, context, last) = (h, at.context.clone(), at.last_time_ns);
+        }
+        if let Some(meta) = t.open.map(|o| &o.meta) {
+            // The ids a restart might not learn again (see `SavedContext::actor_id`).
+            let actor = meta.worker_id.and_then(|w| self.corr.actor_of(&w));
+            let node = (meta.component == "raylet").then(|| self.dirs[t.dir() as usize].node).flatten();
+            context =
+                SavedContext::with_ids(context, actor.as_ref().map(|a| a.as_str()), node.as_ref().map(|n| n.as_str()));
         }
         Some(FileCheckpoint {
             key,

@@ -20,13 +20,18 @@ pub(super) struct Sent {
     pub message: String,
     pub offset: u64,
     pub doc_id: u128,
+    /// The entry's time (the record's, or the one it was given).
+    pub time: i64,
 }
 
 pub(super) struct Rig {
     pub dir: PathBuf,
     pub source: Source,
     batches: mpsc::Receiver<(Arc<Batch>, Instant)>,
-    _pending: mpsc::Receiver<crate::agent::pipeline::InFlight>,
+    pending: mpsc::Receiver<crate::agent::pipeline::InFlight>,
+    cfg: Config,
+    max_open: usize,
+    watched: bool,
 }
 
 impl Rig {
@@ -48,16 +53,50 @@ impl Rig {
             dir.join("state").display()
         );
         let (_, cfg) = crate::agent::config::parse(&toml, "test").unwrap();
+        let (source, batches, pending) = Rig::source(&cfg, Resume::default(), max_open, watched);
+        Rig { dir, source, batches, pending, cfg, max_open, watched }
+    }
+
+    /// A reader resuming from `resume`, and the channels it sends into.
+    #[allow(clippy::type_complexity)]
+    fn source(
+        cfg: &Config,
+        resume: Resume,
+        max_open: usize,
+        watched: bool,
+    ) -> (Source, mpsc::Receiver<(Arc<Batch>, Instant)>, mpsc::Receiver<crate::agent::pipeline::InFlight>) {
         let (tx, batches) = mpsc::channel(100_000);
         let (ptx, pending) = mpsc::channel(100_000);
         let out = Dispatcher { sinks: vec![tx], pending: ptx };
         let metrics = Arc::new(Metrics::new(&["file"]));
         let shutdown = Arc::new(AtomicBool::new(false));
         let recycler = Recycler::new(1 << 20);
-        let times = TimesLog::open(&cfg.source.state_dir, |_| true).unwrap();
+        let times = TimesLog::for_resume(&cfg.source.state_dir, &resume).unwrap();
         let source =
-            Source::new(cfg, Default::default(), out, recycler, metrics, shutdown, false, max_open, watched, times);
-        Rig { dir, source, batches, _pending: pending }
+            Source::new(cfg.clone(), resume, out, recycler, metrics, shutdown, false, max_open, watched, times);
+        (source, batches, pending)
+    }
+
+    /// The agent killed and started again: every batch cut so far but the last
+    /// `unacked` was acknowledged, its marks and positions saved in order as the
+    /// ack tracker saves them (the others never were), and a new reader resumes
+    /// from what is in `state_dir`. Records sent and not taken are dropped.
+    pub fn restart(&mut self, unacked: usize) {
+        let state = self.cfg.source.state_dir.clone();
+        let (mut store, _) = crate::agent::checkpoint::CheckpointStore::open(&state, 86_400).unwrap();
+        let mut flights = vec![];
+        while let Ok(f) = self.pending.try_recv() {
+            flights.push(f);
+        }
+        let acked = flights.len().saturating_sub(unacked);
+        for f in flights.into_iter().take(acked) {
+            f.marks.into_iter().flat_map(|m| m.positions).chain(f.positions).for_each(|cp| store.update(cp));
+        }
+        store.save().unwrap();
+        drop(store);
+        let _ = self.sent();
+        let resume = crate::agent::checkpoint::CheckpointStore::open(&state, 86_400).unwrap().1;
+        (self.source, self.batches, self.pending) = Rig::source(&self.cfg, resume, self.max_open, self.watched);
     }
 
     pub fn logs(&self) -> PathBuf {
@@ -83,7 +122,7 @@ impl Rig {
     }
 
     /// [`Rig::round`], the records as the sinks' JSON.
-    fn round_json(&mut self, changes: Changes) -> Vec<serde_json::Value> {
+    pub fn round_json(&mut self, changes: Changes) -> Vec<serde_json::Value> {
         self.source.look(changes);
         self.rest_of_round_json()
     }
@@ -113,14 +152,14 @@ impl Rig {
             for e in &b.entries {
                 let v: serde_json::Value = serde_json::from_str(b.json_of(e)).unwrap();
                 let message = v["message"].as_str().unwrap().to_string();
-                got.push(Sent { message, offset: e.offset, doc_id: e.doc_id });
+                got.push(Sent { message, offset: e.offset, doc_id: e.doc_id, time: e.timestamp_ns });
             }
         }
         got
     }
 
     /// The records cut into batches so far and not yet taken, as the sinks' JSON.
-    fn sent_json(&mut self) -> Vec<serde_json::Value> {
+    pub fn sent_json(&mut self) -> Vec<serde_json::Value> {
         let mut got = vec![];
         while let Ok((b, _)) = self.batches.try_recv() {
             got.extend(b.entries.iter().map(|e| serde_json::from_str(b.json_of(e)).unwrap()));
