@@ -40,7 +40,7 @@ pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 
 /// arena already and becomes the tracked file's: a first scan of a million files
 /// keeps each name once, packed, and no list of strings.
 pub(super) struct Found {
-    dir: u32,
+    pub(super) dir: u32,
     pub name: Name,
     /// The inode the listing gave (0 from an event): files are stat'ed in inode
     /// order, which keeps the kernel's inode reads and the checkpoint lookups near
@@ -166,6 +166,7 @@ impl Source {
             dev,
             node: None,
             node_wait: None,
+            live: !self.first_scan,
         });
         Some(self.dirs.len() as u32 - 1)
     }
@@ -327,7 +328,7 @@ impl Source {
                     self.table.set_times(key, last, first.unwrap_or(i64::MIN));
                 }
             }
-            if !first && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
+            if !first && self.dirs[dir as usize].live && matches!(meta.component.as_str(), "gcs_server" | "raylet") {
                 // A node is starting here (a head node's GCS comes before its raylet):
                 // its node id will be announced soon.
                 let until = Instant::now() + self.cfg.source.actor_hold;
@@ -369,6 +370,8 @@ impl Source {
         }
         if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
             // Ray's events: raylog answered 2xx for them; they are read whole.
+        } else if self.resume_copy(&f, &mut t, md) {
+            // A copy-truncate's copy: read from where its original was read to.
         } else if self.cfg.source.start_at == StartAt::End && first && self.first_start {
             t.set_resume(md.len());
         } else if let Some(max) = self.cfg.source.ignore_older {
@@ -586,6 +589,10 @@ impl Source {
             && Fingerprint::read_at(&f, fp.len).is_ok_and(|now| now == fp);
         if !same && f.metadata().is_ok_and(|md| FileKey::of(&md) == key) {
             tracing::info!(path = %path.display(), "file was truncated in place (copy-truncate); reading it from the start");
+            if let Some(t) = self.table.view(&key) {
+                let ctx = self.table.context_of(&t).cloned();
+                self.note_truncated(super::copies::Truncated::new(key, fp, t.resume(), ctx, t.last_time()));
+            }
             self.table.restart(&key);
             let Some(t) = self.table.get_mut(&key) else { return };
             t.set_fingerprint(Fingerprint::default());

@@ -48,6 +48,9 @@
 
 mod backlog;
 mod contexts;
+mod copies;
+#[cfg(test)]
+mod copies_tests;
 mod entry;
 mod files;
 mod gone;
@@ -137,6 +140,9 @@ struct Dir {
     /// Until when records of this dir without a node id wait for it (see
     /// `Source::waits_for_node`).
     node_wait: Option<Instant>,
+    /// It appeared after the first listing: a session starting now. (A file
+    /// appearing in a dir listed at start, a rotation, starts nothing.)
+    live: bool,
 }
 
 /// The reader's state.
@@ -211,6 +217,8 @@ pub struct Source {
     /// Files a listing found that were gone before their stat, with their dir and
     /// path: reported lost by the next complete listing unless it finds them renamed.
     vanished: Vec<(FileKey, u32, PathBuf)>,
+    /// Files truncated in place lately, as they stood before (see [`copies`]).
+    truncations: Vec<copies::Truncated>,
     /// Tests: a dir whose listing fails, as when out of descriptors.
     #[cfg(test)]
     pub(super) list_fault: Option<PathBuf>,
@@ -281,6 +289,7 @@ impl Source {
             backlog: backlog::Backlog::default(),
             hot: Vec::new(),
             vanished: Vec::new(),
+            truncations: Vec::new(),
             #[cfg(test)]
             list_fault: None,
         }

@@ -199,7 +199,13 @@ impl Source {
             return Ok(false);
         };
         if replaced && expect != Some(super::files::READ_WHOLE) {
-            tracing::info!(path = %tailed.path.display(), "file replaced since it was last read (inode reused); reading it from the start");
+            tracing::info!(path = %tailed.path.display(), "file replaced since it was last read (inode reused or truncated in place); reading it from the start");
+            // Truncated in place while closed (copy-truncate): where it stood is
+            // kept for its copy, should one turn up (see `copies`).
+            if let (Some(fp), Some(t)) = (expect, self.table.view(&key)) {
+                let ctx = self.table.context_of(&t).cloned();
+                self.note_truncated(super::copies::Truncated::new(key, fp, resume, ctx, t.last_time()));
+            }
         }
         if tailed.parser.context().last_timestamp.is_none() && tailed.parser.offset() < crate::prescan::TIME_HINT_WINDOW
         {
@@ -288,14 +294,14 @@ impl Source {
     }
 
     /// The open state of file `key`, if it is open.
-    fn open_file(&mut self, key: FileKey) -> Option<&mut Tailed> {
+    pub(super) fn open_file(&mut self, key: FileKey) -> Option<&mut Tailed> {
         self.table.open_mut(&key)
     }
 
     /// Runs `f` on open file `key` with the correlator, the parse options and where
     /// its records go: the enrich stage. Every record the source reads passes here.
     /// `None` when the file is not open.
-    fn parse_open<R>(
+    pub(super) fn parse_open<R>(
         &mut self,
         key: FileKey,
         f: impl FnOnce(&mut Tailed, &mut Correlator, &Options, &mut dyn FnMut(&Record<'_>)) -> R,
@@ -315,8 +321,7 @@ impl Source {
         let refreshed = self.open_file(key).map_or(Ok(false), |o| o.refresh());
         let res = refreshed.and_then(|truncated| {
             if truncated {
-                // What the old content still held goes out under its own identity.
-                self.parse_open(key, |open, corr, opts, emit| open.start_over(corr, opts, emit));
+                self.truncated_in_place(key);
             }
             let mut res = ReadResult { truncated, ..ReadResult::default() };
             // A chunk at a time, marking where the file stands in between (see
@@ -441,7 +446,10 @@ impl Source {
             let g = &mut oldest[self.merge_group(&t)];
             *g = Some(g.map_or(t.head(), |o: i64| o.min(t.head())));
         }
-        for key in self.table.open_keys() {
+        // Ray's own files first, as in a read round (see `read_round`).
+        let mut keys = self.table.open_keys();
+        keys.sort_by_cached_key(|k| self.table.get(k).is_none_or(|t| self.merge_group(t) != 0));
+        for key in keys {
             let Some(g) = self.table.get(&key).map(|t| self.merge_group(t)) else { continue };
             let limit = merge_limit(oldest[g]);
             let Some(open) = self.open_file(key).filter(|o| o.wants_flush(now, idle, partial)) else { continue };
