@@ -23,6 +23,7 @@
 //! document) and 2 (a named object per line, twice the size) are read, and replaced
 //! by version 3 at the first save.
 
+pub mod born;
 mod disk;
 mod flat;
 mod resume;
@@ -231,6 +232,10 @@ pub struct FileCheckpoint {
     pub last_time_ns: Option<i64>,
     /// Unix seconds of the last update.
     pub updated: u64,
+    /// The file's incarnation ([`born`]): 0 where none is known, 1 from a
+    /// checkpoint written before raylog kept them.
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub born: u32,
     /// Unix seconds since the file was found gone (absent: present). Checkpoints of
     /// files gone for longer than `source.forget_after` are dropped.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -241,11 +246,18 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
+}
+
 impl FileCheckpoint {
     /// Whether `self` may replace `old`: offsets only move forward within one file
     /// (same fingerprint); a different fingerprint is a different file on the inode.
     fn supersedes(&self, old: &FileCheckpoint) -> bool {
-        old.fingerprint != self.fingerprint || old.offset <= self.offset || self.gone_since != old.gone_since
+        old.fingerprint != self.fingerprint
+            || old.born != self.born
+            || old.offset <= self.offset
+            || self.gone_since != old.gone_since
     }
 }
 

@@ -4,6 +4,12 @@
 //! `[dev, ino, fingerprint_len, fingerprint_hash, offset, updated, gone_since,
 //! last_time_ns, job_id, actor_name, task_name, task_id, actor_id, node_id]`
 //!
+//! `fingerprint_len` carries the file's incarnation ([`super::born`]) above its
+//! low 16 bits (a length is at most 1,025; `u64::MAX` marks a file to read whole
+//! and carries none), so that knowing it costs no element: a checkpoint whose
+//! length is under 65,536 has none ([`born::UNKNOWN`]: unknown to the file system,
+//! or written by a raylog that kept none; both resume as [`born::LEGACY`]).
+//!
 //! The first six are always there. The rest default to `0`, `null`, and no context,
 //! and trailing defaults are left out: a finished worker file is
 //! `[65024,1204225,160,12682285201321962832,160,1796216213]`, 56 bytes where version 2's
@@ -14,7 +20,10 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
-use super::{FileCheckpoint, FileKey, Fingerprint, SavedContext};
+use super::{born, FileCheckpoint, FileKey, Fingerprint, SavedContext};
+
+/// Bits of `fingerprint_len` below the incarnation.
+const LEN_BITS: u32 = 16;
 
 /// Writes a checkpoint in the flat form.
 pub struct Flat<'a>(pub &'a FileCheckpoint);
@@ -42,7 +51,11 @@ impl Serialize for Flat<'_> {
             usize::from(cp.gone_since != 0)
         };
         let mut seq = s.serialize_seq(Some(6 + optional))?;
-        for n in [cp.key.dev, cp.key.ino, cp.fingerprint.len, cp.fingerprint.hash, cp.offset, cp.updated] {
+        let len = match cp.fingerprint.len {
+            u64::MAX => u64::MAX,
+            len => len | (cp.born as u64) << LEN_BITS,
+        };
+        for n in [cp.key.dev, cp.key.ino, len, cp.fingerprint.hash, cp.offset, cp.updated] {
             seq.serialize_element(&n)?;
         }
         if optional > 0 {
@@ -86,6 +99,11 @@ impl<'de> Visitor<'de> for EntryVisitor {
             *n = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(i, &self))?;
         }
         let [dev, ino, len, hash, offset, updated] = fixed;
+        let (len, born) = match len {
+            u64::MAX => (len, born::UNKNOWN),
+            _ if len >> LEN_BITS == 0 => (len, born::UNKNOWN),
+            _ => (len & ((1 << LEN_BITS) - 1), (len >> LEN_BITS) as u32),
+        };
         let gone_since = seq.next_element()?.unwrap_or(0);
         let last_time_ns = seq.next_element::<Option<i64>>()?.flatten();
         let mut text = || seq.next_element::<Option<Box<str>>>().map(Option::flatten);
@@ -107,6 +125,7 @@ impl<'de> Visitor<'de> for EntryVisitor {
             context: (ctx != SavedContext::default()).then(|| std::sync::Arc::new(ctx)),
             last_time_ns,
             updated,
+            born,
             gone_since,
         }))
     }

@@ -233,6 +233,7 @@ mod tests {
             context: None,
             last_time_ns: None,
             updated: 1,
+            born: 0,
             gone_since: 0,
         }
     }

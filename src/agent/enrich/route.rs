@@ -96,8 +96,15 @@ pub fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
-/// The identity a file's document ids derive from: its inode and first-line hash,
-/// so a recycled inode gives different ids.
-pub fn identity(key: FileKey, first_line_hash: u64) -> String {
-    format!("{}:{first_line_hash:x}", key.label())
+/// The identity a file's document ids derive from: its inode, its incarnation
+/// where one is known (`checkpoint::born`), and its first line's hash, so a
+/// recycled inode gives different ids even under the same first line. A file with
+/// no incarnation known (or checkpointed by an older raylog) keeps the form ids had
+/// before incarnations, so records sent again after an upgrade keep their ids.
+pub fn identity(key: FileKey, born: u32, first_line_hash: u64) -> String {
+    if crate::agent::checkpoint::born::known(born) {
+        format!("{}:{born:x}:{first_line_hash:x}", key.label())
+    } else {
+        format!("{}:{first_line_hash:x}", key.label())
+    }
 }

@@ -74,6 +74,7 @@ fn checkpoint(key: FileKey, file: &[u8], offset: u64) -> FileCheckpoint {
         context: None,
         last_time_ns: None,
         updated: 0,
+        born: 0,
         gone_since: 0,
     }
 }

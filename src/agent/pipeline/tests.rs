@@ -107,6 +107,7 @@ fn cp(ino: u64, offset: u64) -> FileCheckpoint {
         context: None,
         last_time_ns: None,
         updated: crate::agent::checkpoint::unix_now(),
+        born: 0,
         gone_since: 0,
     }
 }

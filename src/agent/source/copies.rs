@@ -72,6 +72,11 @@ impl Source {
 
     /// Notes that file `key` was truncated in place, from where it stood.
     pub(super) fn note_truncated(&mut self, t: Truncated) {
+        if t.head.len == 0 || t.head.len == u64::MAX {
+            // Nothing it started with is known (it was truncated already, or is
+            // read whole): no copy can be told by it, and an earlier note stays.
+            return;
+        }
         self.truncations.retain(|x| x.at.elapsed() < KEEP && x.key != t.key);
         self.truncations.push(t);
     }
@@ -91,8 +96,18 @@ impl Source {
         // A truncation seen already, wherever its file is now (a rename rotation
         // may have moved it since); else the file the copy's name comes from.
         let noted = self.truncations.iter().filter(|t| t.at.elapsed() < KEEP).find(|t| starts_as(t)).cloned();
-        // The original is `x` itself, or (renamed by a rotation since) `x.N`.
-        let family = || std::iter::once(base.to_string()).chain((1..=9).map(|n| format!("{base}.{n}")));
+        // The original is `x` itself, or (renamed by a rotation since) `x.N`, where
+        // the copy is or (Ray moves a dead worker's files there, and the reader
+        // may not have seen the move yet) on the other side of `old/`.
+        let moved = match base.strip_prefix("old/") {
+            Some(rest) => rest.to_string(),
+            None => format!("old/{base}"),
+        };
+        let family = || {
+            [base.to_string(), moved.clone()]
+                .into_iter()
+                .flat_map(|b| std::iter::once(b.clone()).chain((1..=9).map(move |n| format!("{b}.{n}"))))
+        };
         let was_noted = noted.is_some();
         let Some(mut from) = noted.or_else(|| {
             family()

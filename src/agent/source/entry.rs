@@ -1,4 +1,4 @@
-//! One tracked file's entry, in 54 bytes.
+//! One tracked file's entry, in 58 bytes.
 //!
 //! A node with a million finished workers keeps a million of these, so every
 //! byte is a megabyte: the device, logs dir and the inode's top 16 bits are a
@@ -8,7 +8,9 @@
 //! ([`Fingerprint::HASH_MASK`]) and its length (at most 1,025) shares 16 bits
 //! with the flags, where the file stands in time is 4 bytes from the last
 //! record's time (or, rarely, kept by the table), and the entry is packed to an
-//! alignment of 2, so that no padding rounds it up to a multiple of 4 or 8. What
+//! alignment of 2, so that no padding rounds it up to a multiple of 4 or 8. The
+//! file's incarnation (`checkpoint::born`, 4 bytes) tells it from an earlier file
+//! on the same inode. What
 //! the reader asks about a file also depends on whether it is open: [`View`]
 //! pairs an entry with its open state.
 
@@ -118,6 +120,8 @@ pub struct Tracked {
     pub active: Tick,
     /// The number of the last dir listing that saw it (see `Source::rescan`).
     pub listed: u16,
+    /// Its incarnation (`checkpoint::born`), as two halves (alignment 2).
+    born: [u16; 2],
 }
 
 const FP_BITS: u16 = 11;
@@ -171,7 +175,17 @@ impl Tracked {
             head_delta: 0,
             active: Tick::now(),
             listed,
+            born: [0; 2],
         }
+    }
+
+    /// Its incarnation (`checkpoint::born`).
+    pub fn born(&self) -> u32 {
+        self.born[0] as u32 | (self.born[1] as u32) << 16
+    }
+
+    pub fn set_born(&mut self, born: u32) {
+        self.born = [born as u16, (born >> 16) as u16];
     }
 
     pub fn key(&self) -> FileKey {

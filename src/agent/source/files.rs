@@ -20,7 +20,7 @@ use super::names::Name;
 use super::table::{Place, Tick, Tracked, View};
 use super::tail::Tailed;
 use super::{Dir, Source, SWEEP_WATCHED};
-use crate::agent::checkpoint::{unix_now, FileKey, Fingerprint};
+use crate::agent::checkpoint::{born, unix_now, FileKey, Fingerprint};
 use crate::agent::config::StartAt;
 use crate::discover::{logs_roots, not_tailed, LogsRoot};
 
@@ -230,6 +230,16 @@ impl Source {
         };
         t.listed = listing;
         let rel = rel.replace('\\', "/");
+        let (dir, open) = (t.dir(), t.is_open());
+        let moved = !(dir == d && self.table.is_named(&key, &rel));
+        if moved && !open {
+            // Under another name: renamed, or a new file on the inode of one deleted.
+            let md = std::fs::metadata(&path).ok().filter(|md| FileKey::of(md) == key);
+            if md.is_some_and(|md| self.reborn(key, &path, &md)) {
+                new.push(Found { dir: d, name: self.table.names.add(&rel), ino: e.ino() });
+                return;
+            }
+        }
         self.follow_move(key, d, &rel, &path);
     }
 
@@ -291,6 +301,7 @@ impl Source {
                 continue;
             };
             let key = FileKey::of(&md);
+            self.reborn(key, &path, &md);
             if let Some(t) = self.table.get_mut(&key) {
                 t.listed = self.listing;
                 let rel = self.table.names.get(f.name);
@@ -363,7 +374,11 @@ impl Source {
     /// A new file's entry: where reading resumes, from its checkpoint if it has one.
     fn tracked(&mut self, key: FileKey, f: Found, md: &std::fs::Metadata, first: bool) -> Tracked {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
-        if let Some(mut cp) = self.resume.remove(&key) {
+        let now = born::of_metadata(md);
+        t.set_born(now);
+        if let Some(mut cp) =
+            self.resume.remove(&key).filter(|cp| !self.another_incarnation(cp.born, cp.fingerprint, now, &f))
+        {
             self.learn_saved_ids(f.dir, f.name, &mut cp);
             resume_from(&mut t, cp, &mut self.table.contexts);
             return t;
@@ -437,6 +452,7 @@ impl Source {
             let Some(t) = self.table.get(&key).filter(|t| !t.is_open()) else { continue };
             let path = self.path(t);
             match std::fs::metadata(&path) {
+                Ok(md) if FileKey::of(&md) == key && self.reborn(key, &path, &md) => self.next_rescan = Instant::now(),
                 Ok(md) if FileKey::of(&md) == key => {
                     let Some((t, open)) = self.table.entry_mut(&key) else { continue };
                     if md.len() != t.size() {
@@ -475,6 +491,7 @@ impl Source {
                 Ok(md) if md.is_dir() => self.next_rescan = Instant::now(),
                 Ok(md) if md.is_file() => {
                     let key = FileKey::of(&md);
+                    self.reborn(key, &path, &md);
                     if let Some(grew) = self.table.view(&key).map(|v| md.len() > v.read_to()) {
                         let Some((t, open)) = self.table.entry_mut(&key) else { continue };
                         changed(t, open, md.len());
@@ -613,6 +630,7 @@ impl Source {
             let Some(t) = self.table.get(&key) else { continue };
             let path = self.path(t);
             match std::fs::metadata(&path) {
+                Ok(md) if FileKey::of(&md) == key && self.reborn(key, &path, &md) => self.next_rescan = Instant::now(),
                 Ok(md) if FileKey::of(&md) == key => {
                     if let Some((t, open)) = self.table.entry_mut(&key) {
                         if md.len() != t.size() {
@@ -636,6 +654,9 @@ const RECENT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Resumes `t` where its checkpoint says, to be checked against the file's first
 /// bytes when it is opened.
 fn resume_from(t: &mut Tracked, cp: crate::agent::checkpoint::FileCheckpoint, contexts: &mut ContextPool) {
+    // A file checkpointed with no incarnation keeps none (its document ids keep
+    // their form, see `checkpoint::born`).
+    t.set_born(cp.born.max(born::LEGACY));
     t.set_resume(cp.offset);
     t.ctx = contexts.set(t.ctx, cp.context);
     t.set_unverified(true);
@@ -651,5 +672,58 @@ fn changed(t: &mut Tracked, open: Option<&mut Tailed>, size: u64) {
     if let Some(open) = open {
         // What decides whether it has work (growth, or truncation below the offset).
         open.size = size;
+    }
+}
+
+impl Source {
+    /// Whether a file at `f` born `now` is not the one checkpointed born `saved` on
+    /// its inode (then it is read as a new file: from its start, with its own ids).
+    fn another_incarnation(&self, saved: u32, fp: Fingerprint, now: u32, f: &Found) -> bool {
+        // Birth times tick coarsely (ext4's clock: a few ms), so a file deleted and
+        // its inode reused within one tick look alike to them: then the first bytes
+        // tell (those the checkpoint kept; a file found again with others is not it).
+        let other = born::differ(saved, now)
+            || (fp.len > 0
+                && fp.len != u64::MAX
+                && std::fs::File::open(self.path_of(f))
+                    .is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp)));
+        if other {
+            tracing::info!(path = %self.path_of(f).display(), "a new file on the inode of one read before (born since): reading it from its start");
+        }
+        other
+    }
+
+    /// Whether tracked file `key` (stat'ed at `path`: `md`) is another file than the one
+    /// tracked on its inode (born since): then the one tracked is gone, and is
+    /// forgotten, so that this one is tracked as a new file.
+    pub(super) fn reborn(&mut self, key: FileKey, path: &Path, md: &std::fs::Metadata) -> bool {
+        let Some(t) = self.table.get(&key) else { return false };
+        // (An open file's inode cannot be reused: its descriptor holds it.)
+        if t.is_open() {
+            return false;
+        }
+        // Birth times tick coarsely (a few ms): within a tick, a file believed gone
+        // (moved or deleted), or found under another name, with other first bytes
+        // is another one. (A rotation renames a file whole; a truncated one taken
+        // for another loses nothing: its bytes are gone.)
+        let fp = t.fingerprint();
+        let gone_other = || {
+            (t.place() != Place::Here || self.path(t) != path)
+                && fp.len > 0
+                && fp.len != u64::MAX
+                && std::fs::File::open(path).is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp))
+        };
+        if !born::differ(t.born(), born::of_metadata(md)) && !gone_other() {
+            return false;
+        }
+        tracing::info!(path = %self.path(t).display(), "the file tracked on this inode was deleted and a new file took the inode: reading the new one from its start");
+        // Or it is the file tracked, truncated in place and renamed: where it stood
+        // is kept for its copy, should one turn up (see `copies`).
+        let (resume, ctx, last) = (t.resume(), self.table.context_of(t).cloned(), t.last_time());
+        self.note_truncated(super::copies::Truncated::new(key, fp, resume, ctx, last));
+        self.forget(key);
+        // Its position is no one's now: the new file is read from its start.
+        self.resume.remove(&key);
+        true
     }
 }

@@ -63,6 +63,8 @@ mod quiet;
 mod read;
 #[cfg(test)]
 mod restart_tests;
+#[cfg(test)]
+mod reuse_tests;
 mod scan;
 mod table;
 pub mod tail;
@@ -610,6 +612,7 @@ impl Source {
             context,
             last_time_ns: last,
             updated: unix_now(),
+            born: t.born(),
             gone_since: 0,
         })
     }

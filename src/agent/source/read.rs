@@ -191,11 +191,12 @@ impl Source {
         }
         let ctx = SavedContext::to_parser(saved, t.last_time());
         let expect = (t.unverified() || t.fingerprint().len > 0).then_some(t.fingerprint());
-        let (dir, node, resume, fresh) = (t.dir(), d.node, t.resume(), t.ctx.is_none());
+        let (dir, node, resume, fresh, born) = (t.dir(), d.node, t.resume(), t.ctx.is_none(), t.born());
         if fresh {
             self.recall_sibling(dir, &meta);
         }
-        let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), node, resume, ctx, expect)? else {
+        let Some((mut tailed, replaced)) = Tailed::open(path, key, meta.clone(), node, resume, ctx, expect, born)?
+        else {
             return Ok(false);
         };
         if replaced && expect != Some(super::files::READ_WHOLE) {
@@ -215,6 +216,7 @@ impl Source {
         t.set_size(tailed.size);
         t.set_unverified(false);
         t.set_fingerprint(tailed.fingerprint);
+        t.set_born(tailed.born);
         self.table.set_open(key, Some(Box::new(tailed)));
         Ok(true)
     }

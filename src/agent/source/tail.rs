@@ -26,6 +26,8 @@ use crate::agent::enrich::FileRoute;
 
 /// An open, followed file.
 pub struct Tailed {
+    /// Its incarnation (`checkpoint::born`): part of its document ids' seed.
+    pub born: u32,
     pub key: FileKey,
     pub path: PathBuf,
     pub meta: Arc<FileMeta>,
@@ -78,6 +80,7 @@ impl Tailed {
     /// (the file was read before), the file's first bytes must still match it; if
     /// not, the inode was reused by another file, which is read from its start: the
     /// second value says so.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         path: PathBuf,
         want: FileKey,
@@ -86,6 +89,7 @@ impl Tailed {
         mut offset: u64,
         mut ctx: raylog_parsers::parser::FileContext,
         expect: Option<Fingerprint>,
+        mut born: u32,
     ) -> std::io::Result<Option<(Tailed, bool)>> {
         let file = File::open(&path)?;
         let md = file.metadata()?;
@@ -94,10 +98,19 @@ impl Tailed {
             return Ok(None);
         }
         let mut replaced = false;
-        if let Some(fp) = expect {
-            if offset > md.len() || Fingerprint::read_at(&file, fp.len)? != fp {
-                (offset, ctx, replaced) = (0, Default::default(), true);
-            }
+        let now = crate::agent::checkpoint::born::of_file(&file, &md);
+        // Another incarnation on the inode, or (none known) other first bytes.
+        let other = match expect {
+            _ if crate::agent::checkpoint::born::differ(born, now) => true,
+            Some(fp) => offset > md.len() || Fingerprint::read_at(&file, fp.len)? != fp,
+            None => false,
+        };
+        if other {
+            (offset, ctx, replaced) = (0, Default::default(), true);
+        }
+        // A new file takes its incarnation; one from an older checkpoint keeps none.
+        if replaced || born == crate::agent::checkpoint::born::UNKNOWN {
+            born = now;
         }
         let fingerprint = Fingerprint::read_at(&file, md.len().min(offset.max(FINGERPRINT_MAX)))?;
         let mtime = md
@@ -112,6 +125,7 @@ impl Tailed {
         let last_time = parser.context().last_timestamp;
         let t = Tailed {
             key,
+            born,
             path,
             meta,
             node,
@@ -234,7 +248,7 @@ impl Tailed {
     /// metadata and the seed of its document ids (its inode and its first line's
     /// hash, so a recycled inode gives different ids), and `wait_node`.
     pub fn route(&mut self, wait_node: Option<std::time::Instant>) -> FileRoute {
-        let identity = crate::agent::enrich::route::identity(self.key, self.first_line_hash());
+        let identity = crate::agent::enrich::route::identity(self.key, self.born, self.first_line_hash());
         let seed = crate::agent::batch::doc_id_seed(&identity);
         FileRoute { key: self.key, meta: self.meta.clone(), seed, wait_node }
     }
@@ -249,12 +263,20 @@ impl Tailed {
     /// with other first bytes (looked at only when there is something new: one
     /// positioned read). Then [`Tailed::start_over`] comes before the next read.
     pub fn refresh(&mut self) -> std::io::Result<bool> {
-        self.stat()?;
+        use std::os::unix::fs::MetadataExt;
+        let before = self.mtime;
+        let md = self.file.metadata()?;
+        (self.size, self.mtime) = (md.len(), md.modified().ok());
         let grew = self.size > self.parser.offset();
+        // Written to without growing past what was read: truncated and written
+        // again to the same size (copy-truncate, then appends). Checked when its
+        // mtime moved, and before a deleted file is read for the last time (its
+        // mtime may not have: it ticks coarsely).
+        let same_size = self.size == self.parser.offset() && (self.mtime != before || md.nlink() == 0);
         Ok(self.size < self.parser.offset()
             || self.restart
             || self.size < self.fingerprint.len
-            || (grew && self.rewritten()?))
+            || ((grew || same_size) && self.rewritten()?))
     }
 
     /// After a truncation: what the old content held goes to `out` (its identity is

@@ -34,7 +34,7 @@ impl Rig {
         let meta = Arc::new(classify(name, Some("session_x")));
         let key = crate::agent::checkpoint::FileKey::of(&std::fs::metadata(&path).unwrap());
         let (t, _) =
-            Tailed::open(path, key, meta, None, 0, Default::default(), None).unwrap().expect("the file is there");
+            Tailed::open(path, key, meta, None, 0, Default::default(), None, 0).unwrap().expect("the file is there");
         Rig { dir, t, corr: Correlator::new(), out: vec![] }
     }
 

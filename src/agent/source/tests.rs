@@ -82,6 +82,12 @@ impl Rig {
     /// ack tracker saves them (the others never were), and a new reader resumes
     /// from what is in `state_dir`. Records sent and not taken are dropped.
     pub fn restart(&mut self, unacked: usize) {
+        self.restart_edited(unacked, |_| {});
+    }
+
+    /// [`Rig::restart`], each checkpoint saved edited by `edit` first (as an
+    /// older raylog, or another file on the inode, would have left it).
+    pub fn restart_edited(&mut self, unacked: usize, edit: impl Fn(&mut crate::agent::checkpoint::FileCheckpoint)) {
         let state = self.cfg.source.state_dir.clone();
         let (mut store, _) = crate::agent::checkpoint::CheckpointStore::open(&state, 86_400).unwrap();
         let mut flights = vec![];
@@ -90,7 +96,10 @@ impl Rig {
         }
         let acked = flights.len().saturating_sub(unacked);
         for f in flights.into_iter().take(acked) {
-            f.marks.into_iter().flat_map(|m| m.positions).chain(f.positions).for_each(|cp| store.update(cp));
+            f.marks.into_iter().flat_map(|m| m.positions).chain(f.positions).for_each(|mut cp| {
+                edit(&mut cp);
+                store.update(cp)
+            });
         }
         store.save().unwrap();
         drop(store);
@@ -170,6 +179,12 @@ impl Rig {
     fn key_of(&self, path: &Path) -> FileKey {
         FileKey::of(&std::fs::metadata(path).unwrap())
     }
+
+    /// The inode of the file at `path`, and its incarnation as its stat gives it.
+    fn ident_of(&self, path: &Path) -> (FileKey, u32) {
+        let md = std::fs::metadata(path).unwrap();
+        (FileKey::of(&md), crate::agent::checkpoint::born::of_metadata(&md))
+    }
 }
 
 impl Drop for Rig {
@@ -209,8 +224,8 @@ fn paths(p: &[&Path]) -> Changes {
 
 /// The document id the agent gives the record at `offset` of the file `key` whose
 /// first line is `first_line`, whatever happened to the file.
-fn doc_id(key: FileKey, first_line: &str, offset: u64, message: &str) -> u128 {
-    let identity = crate::agent::enrich::route::identity(key, crate::agent::fnv::hash64(first_line.as_bytes()));
+fn doc_id((key, born): (FileKey, u32), first_line: &str, offset: u64, message: &str) -> u128 {
+    let identity = crate::agent::enrich::route::identity(key, born, crate::agent::fnv::hash64(first_line.as_bytes()));
     doc_id_from(crate::agent::batch::doc_id_seed(&identity), offset, message)
 }
 
@@ -290,7 +305,7 @@ fn counters_keep_counting_across_a_copy_truncate() {
 
 /// Every record of `got` once, with the offset and document id of where it was
 /// written: `want` is (message, offset, file key, first line of that file).
-fn assert_once(got: &[Sent], want: &[(&str, u64, FileKey, &str)]) {
+fn assert_once(got: &[Sent], want: &[(&str, u64, (FileKey, u32), &str)]) {
     let mut got: Vec<(String, u64, u128)> = got.iter().map(|s| (s.message.clone(), s.offset, s.doc_id)).collect();
     got.sort();
     let mut want: Vec<(String, u64, u128)> =
@@ -311,13 +326,13 @@ fn m1_a_rename_whose_events_land_in_two_rounds_is_read_once() {
     let mut got = rig.round_sent(everything());
     got.extend(rounds(&mut rig, 5));
     assert_eq!(got.len(), 3, "read and flushed before the rotation: {got:?}");
-    let a = rig.key_of(&x);
+    let a = rig.ident_of(&x);
     // Ray renames `x`; its half of the events comes first, before `x` is made anew.
     std::fs::rename(&x, &x1).unwrap();
     got.extend(rig.round_sent(paths(&[&x])));
     got.extend(rounds(&mut rig, 5));
     write(&x, "new 0\n");
-    let b = rig.key_of(&x);
+    let b = rig.ident_of(&x);
     got.extend(rig.round_sent(paths(&[&x1, &x])));
     got.extend(rounds(&mut rig, 30));
     let want =
@@ -337,14 +352,14 @@ fn m2_a_closed_file_is_not_reopened_through_a_path_that_names_another() {
     write(&x, "old 0\nold 1\nold 2\n");
     let mut got = rig.round_sent(everything());
     got.extend(rounds(&mut rig, 5));
-    let a = rig.key_of(&x);
-    rig.source.close(a);
+    let a = rig.ident_of(&x);
+    rig.source.close(a.0);
     write(&x, "old 3\n");
     // The write is taken in; the writer rotates before the reader gets to it.
     rig.source.look(paths(&[&x]));
     std::fs::rename(&x, &x1).unwrap();
     write(&x, "new 0\nnew 1\nnew 2\nnew 3\nnew 4\n");
-    let b = rig.key_of(&x);
+    let b = rig.ident_of(&x);
     got.extend(rig.rest_of_round());
     got.extend(rounds(&mut rig, 5));
     got.extend(rig.round_sent(paths(&[&x, &x1])));
@@ -366,8 +381,8 @@ fn m3_a_listing_that_fails_forgets_nothing() {
     write(&y, "y 0\n");
     let mut got = rig.round_sent(everything());
     got.extend(rounds(&mut rig, 5));
-    let (a, b) = (rig.key_of(&x), rig.key_of(&y));
-    rig.source.close(b);
+    let (a, b) = (rig.ident_of(&x), rig.ident_of(&y));
+    rig.source.close(b.0);
     rig.source.list_fault = Some(rig.logs());
     got.extend(rig.round_sent(everything()));
     got.extend(rounds(&mut rig, 5));
@@ -388,8 +403,8 @@ fn a_closed_file_deleted_with_bytes_unread_is_counted_lost() {
     write(&x, "a 0\na 1\n");
     let mut got = rig.round_sent(everything());
     got.extend(rounds(&mut rig, 5));
-    let a = rig.key_of(&x);
-    rig.source.close(a);
+    let a = rig.ident_of(&x);
+    rig.source.close(a.0);
     write(&x, "a 2\n");
     // The write is seen; Ray deletes the file before the reader opens it again.
     rig.source.look(paths(&[&x]));
