@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::files::Found;
+use super::names::Name;
 use super::table::Tracked;
 use super::Source;
 use crate::agent::checkpoint::{FileKey, Fingerprint, SavedContext};
@@ -81,12 +81,12 @@ impl Source {
         self.truncations.push(t);
     }
 
-    /// If new file `f` (`md` its metadata) is a copy of a tracked file made as it
+    /// If new file `name` of dir `dir` (`md` its metadata) is a copy of a tracked file made as it
     /// was truncated, resumes `t` where reading of that file had got to. True if so.
-    pub(super) fn resume_copy(&mut self, f: &Found, t: &mut Tracked, md: &std::fs::Metadata) -> bool {
-        let rel = self.table.names.get(f.name);
+    pub(super) fn resume_copy(&mut self, (dir, name): (u32, Name), t: &mut Tracked, md: &std::fs::Metadata) -> bool {
+        let rel = self.table.names.get(name);
         let Some(base) = rotation_base(&rel) else { return false };
-        let path = self.dirs[f.dir as usize].root.join(&*rel);
+        let path = self.dirs[dir as usize].root.join(&*rel);
         let Ok(file) = std::fs::File::open(&path) else { return false };
         let starts_as = |from: &Truncated| {
             from.head.len > 0
@@ -112,7 +112,7 @@ impl Source {
         let Some(mut from) = noted.or_else(|| {
             family()
                 .filter(|name| *name != *rel)
-                .filter_map(|name| self.table.by_path(f.dir, &name))
+                .filter_map(|name| self.table.by_path(dir, &name))
                 .find_map(|key| self.as_left(key).filter(starts_as))
         }) else {
             return false;

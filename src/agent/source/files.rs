@@ -40,7 +40,7 @@ pub(super) const READ_WHOLE: Fingerprint = Fingerprint { len: u64::MAX, hash: 0 
 /// arena already and becomes the tracked file's: a first scan of a million files
 /// keeps each name once, packed, and no list of strings.
 pub(super) struct Found {
-    pub(super) dir: u32,
+    dir: u32,
     pub name: Name,
     /// The inode the listing gave (0 from an event): files are stat'ed in inode
     /// order, which keeps the kernel's inode reads and the checkpoint lookups near
@@ -385,7 +385,7 @@ impl Source {
         }
         if crate::agent::events::is_segment_name(&self.table.names.get(f.name)) {
             // Ray's events: raylog answered 2xx for them; they are read whole.
-        } else if self.resume_copy(&f, &mut t, md) {
+        } else if self.resume_copy((f.dir, f.name), &mut t, md) {
             // A copy-truncate's copy: read from where its original was read to.
         } else if self.cfg.source.start_at == StartAt::End && first && self.first_start {
             t.set_resume(md.len());
