@@ -303,7 +303,7 @@ impl Source {
         let mut changes = Some(wake.take());
         loop {
             if self.shutdown.load(Relaxed) {
-                self.cut(true);
+                self.stop();
                 return;
             }
             let found = self.look(changes.take().unwrap_or_else(|| wake.take()));
@@ -448,6 +448,14 @@ impl Source {
         let d = &self.dirs[t.dir() as usize];
         let until = d.node_wait?;
         (!self.once && d.node.is_none() && Instant::now() < until).then_some(until)
+    }
+
+    /// At shutdown: the records still held go out now, without the id they waited
+    /// for (a file already deleted cannot be read again after the restart), then
+    /// the last batch, delivered within `shutdown_grace`.
+    pub(super) fn stop(&mut self) {
+        self.release_held(true);
+        self.cut(true);
     }
 
     /// Moves held records whose actor is now known (or that waited long enough)

@@ -134,3 +134,26 @@ fn a_checkpoint_at_a_held_record_resumes_with_the_context_there() {
     assert_eq!(task("print a"), Some(serde_json::Value::Null), "{again:?}");
     assert_eq!(task("print b"), Some(serde_json::json!("later_task")), "{again:?}");
 }
+
+/// A worker's prints wait in the hold for its actor's id (no core-worker log names
+/// it), and Ray deletes the file; the agent is stopped (SIGTERM): the prints go out
+/// at once, without the actor id, not dropped (the file cannot be read again after
+/// the restart).
+#[test]
+fn held_records_of_a_deleted_file_go_out_at_shutdown() {
+    let mut rig = Rig::with("stop-held", 8, false);
+    let out = rig.logs().join(format!("worker-{WORKER}-01000000-4356.out"));
+    write(&out, ":job_id:01000000\n:actor_name:Counter\nheld print 1\nheld print 2\n");
+    let mut first = rig.round_json(everything());
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        first.extend(rig.round_json(Changes::default()));
+    }
+    assert!(first.iter().all(|v| !v["message"].as_str().unwrap().starts_with("held")), "held: {first:?}");
+    std::fs::remove_file(&out).unwrap();
+    rig.source.stop();
+    let sent = rig.sent_json();
+    let prints: Vec<_> = sent.iter().filter(|v| v["message"].as_str().unwrap().starts_with("held")).collect();
+    assert_eq!(prints.len(), 2, "{sent:?}");
+    assert!(prints.iter().all(|v| v["actor_id"].is_null() && v["job_id"] == "01000000"), "{prints:?}");
+}
