@@ -84,8 +84,30 @@ impl Source {
     /// If new file `name` of dir `dir` (`md` its metadata) is a copy of a tracked file made as it
     /// was truncated, resumes `t` where reading of that file had got to. True if so.
     pub(super) fn resume_copy(&mut self, (dir, name): (u32, Name), t: &mut Tracked, md: &std::fs::Metadata) -> bool {
+        if self.first_scan {
+            // A first listing's backups: nothing was read of their originals yet in
+            // this process (a copy made while the agent was down is read whole).
+            return false;
+        }
         let rel = self.table.names.get(name);
         let Some(base) = rotation_base(&rel) else { return false };
+        let moved = match base.strip_prefix("old/") {
+            Some(rest) => rest.to_string(),
+            None => format!("old/{base}"),
+        };
+        // The original is `x` itself, or (renamed by a rotation since) `x.N`, where
+        // the copy is or (Ray moves a dead worker's files there, and the reader
+        // may not have seen the move yet) on the other side of `old/`.
+        let family: Vec<FileKey> = [base.to_string(), moved]
+            .into_iter()
+            .flat_map(|b| std::iter::once(b.clone()).chain((1..=9).map(move |n| format!("{b}.{n}"))))
+            .filter(|name| *name != *rel)
+            .filter_map(|name| self.table.by_path(dir, &name))
+            .collect();
+        if family.is_empty() && !self.truncations.iter().any(|t| t.at.elapsed() < KEEP) {
+            // Nothing it could be a copy of (a first scan's backups: not opened).
+            return false;
+        }
         let path = self.dirs[dir as usize].root.join(&*rel);
         let Ok(file) = std::fs::File::open(&path) else { return false };
         let starts_as = |from: &Truncated| {
@@ -96,25 +118,9 @@ impl Source {
         // A truncation seen already, wherever its file is now (a rename rotation
         // may have moved it since); else the file the copy's name comes from.
         let noted = self.truncations.iter().filter(|t| t.at.elapsed() < KEEP).find(|t| starts_as(t)).cloned();
-        // The original is `x` itself, or (renamed by a rotation since) `x.N`, where
-        // the copy is or (Ray moves a dead worker's files there, and the reader
-        // may not have seen the move yet) on the other side of `old/`.
-        let moved = match base.strip_prefix("old/") {
-            Some(rest) => rest.to_string(),
-            None => format!("old/{base}"),
-        };
-        let family = || {
-            [base.to_string(), moved.clone()]
-                .into_iter()
-                .flat_map(|b| std::iter::once(b.clone()).chain((1..=9).map(move |n| format!("{b}.{n}"))))
-        };
         let was_noted = noted.is_some();
-        let Some(mut from) = noted.or_else(|| {
-            family()
-                .filter(|name| *name != *rel)
-                .filter_map(|name| self.table.by_path(dir, &name))
-                .find_map(|key| self.as_left(key).filter(starts_as))
-        }) else {
+        let Some(mut from) = noted.or_else(|| family.into_iter().find_map(|key| self.as_left(key).filter(starts_as)))
+        else {
             return false;
         };
         let open = self.table.view(&from.key).and_then(|v| v.open).map(|o| o.parser.offset());

@@ -235,7 +235,7 @@ impl Source {
         if moved && !open {
             // Under another name: renamed, or a new file on the inode of one deleted.
             let md = std::fs::metadata(&path).ok().filter(|md| FileKey::of(md) == key);
-            if md.is_some_and(|md| self.reborn(key, &path, &md)) {
+            if md.is_some_and(|md| self.reborn(key, &path, &md, true)) {
                 new.push(Found { dir: d, name: self.table.names.add(&rel), ino: e.ino() });
                 return;
             }
@@ -301,7 +301,7 @@ impl Source {
                 continue;
             };
             let key = FileKey::of(&md);
-            self.reborn(key, &path, &md);
+            self.reborn(key, &path, &md, true);
             if let Some(t) = self.table.get_mut(&key) {
                 t.listed = self.listing;
                 let rel = self.table.names.get(f.name);
@@ -452,7 +452,9 @@ impl Source {
             let Some(t) = self.table.get(&key).filter(|t| !t.is_open()) else { continue };
             let path = self.path(t);
             match std::fs::metadata(&path) {
-                Ok(md) if FileKey::of(&md) == key && self.reborn(key, &path, &md) => self.next_rescan = Instant::now(),
+                Ok(md) if FileKey::of(&md) == key && self.reborn(key, &path, &md, false) => {
+                    self.next_rescan = Instant::now()
+                }
                 Ok(md) if FileKey::of(&md) == key => {
                     let Some((t, open)) = self.table.entry_mut(&key) else { continue };
                     if md.len() != t.size() {
@@ -491,7 +493,7 @@ impl Source {
                 Ok(md) if md.is_dir() => self.next_rescan = Instant::now(),
                 Ok(md) if md.is_file() => {
                     let key = FileKey::of(&md);
-                    self.reborn(key, &path, &md);
+                    self.reborn(key, &path, &md, known != Some(key));
                     if let Some(grew) = self.table.view(&key).map(|v| md.len() > v.read_to()) {
                         let Some((t, open)) = self.table.entry_mut(&key) else { continue };
                         changed(t, open, md.len());
@@ -630,7 +632,9 @@ impl Source {
             let Some(t) = self.table.get(&key) else { continue };
             let path = self.path(t);
             match std::fs::metadata(&path) {
-                Ok(md) if FileKey::of(&md) == key && self.reborn(key, &path, &md) => self.next_rescan = Instant::now(),
+                Ok(md) if FileKey::of(&md) == key && self.reborn(key, &path, &md, false) => {
+                    self.next_rescan = Instant::now()
+                }
                 Ok(md) if FileKey::of(&md) == key => {
                     if let Some((t, open)) = self.table.entry_mut(&key) {
                         if md.len() != t.size() {
@@ -696,7 +700,9 @@ impl Source {
     /// Whether tracked file `key` (stat'ed at `path`: `md`) is another file than the one
     /// tracked on its inode (born since): then the one tracked is gone, and is
     /// forgotten, so that this one is tracked as a new file.
-    pub(super) fn reborn(&mut self, key: FileKey, path: &Path, md: &std::fs::Metadata) -> bool {
+    /// `moved`: found under another name than the one tracked (else the first
+    /// bytes are not read: an event per append must not cost a read).
+    pub(super) fn reborn(&mut self, key: FileKey, path: &Path, md: &std::fs::Metadata, moved: bool) -> bool {
         let Some(t) = self.table.get(&key) else { return false };
         // (An open file's inode cannot be reused: its descriptor holds it.)
         if t.is_open() {
@@ -708,7 +714,7 @@ impl Source {
         // for another loses nothing: its bytes are gone.)
         let fp = t.fingerprint();
         let gone_other = || {
-            (t.place() != Place::Here || self.path(t) != path)
+            (t.place() != Place::Here || moved)
                 && fp.len > 0
                 && fp.len != u64::MAX
                 && std::fs::File::open(path).is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp))
