@@ -110,9 +110,13 @@ pub(crate) mod tests {
         std::fs::write(&path, "a").unwrap();
         let md = std::fs::metadata(&path).unwrap();
         let first = super::of_file(&std::fs::File::open(&path).unwrap(), &md);
-        assert_eq!(first, super::of_metadata(&md), "this file system keeps birth times");
-        assert!(super::known(first));
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        if !super::known(super::of_metadata(&md)) {
+            eprintln!("SKIPPED: this file system keeps no birth times");
+            return;
+        }
+        assert_eq!(first, super::of_metadata(&md));
+        // Birth times tick with the kernel's coarse clock (a few ms).
+        std::thread::sleep(std::time::Duration::from_millis(30));
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, "a").unwrap();
         let md2 = std::fs::metadata(&path).unwrap();

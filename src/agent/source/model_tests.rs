@@ -222,9 +222,11 @@ impl Model {
         let f = match self.at.get(path) {
             Some(&f) => f,
             None => {
-                // The incarnation as the file system gives it (its birth time).
+                // The incarnation as the file system gives it (its birth time, else
+                // its inode's generation).
                 let md = std::fs::metadata(path).unwrap();
-                let born = crate::agent::checkpoint::born::of_metadata(&md);
+                let file = std::fs::File::open(path).unwrap();
+                let born = crate::agent::checkpoint::born::of_file(&file, &md);
                 self.files.push(File { key: FileKey::of(&md), born, first: None, len: 0, generation: 0 });
                 self.at.insert(path.to_path_buf(), self.files.len() - 1);
                 self.files.len() - 1

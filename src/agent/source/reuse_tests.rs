@@ -45,6 +45,14 @@ fn drain(rig: &mut Rig, changes: Changes) -> Vec<(String, u128)> {
 fn a_new_file_on_a_reused_inode_is_read_from_its_start_with_ids_of_its_own() {
     for birth_times in [true, false] {
         let _fallback = (!birth_times).then(born::tests::without_birth_time);
+        let probe = std::env::temp_dir().join(format!("raylog-born-probe-{}", std::process::id()));
+        std::fs::write(&probe, "x").unwrap();
+        let kept = born::of_file(&std::fs::File::open(&probe).unwrap(), &std::fs::metadata(&probe).unwrap());
+        std::fs::remove_file(&probe).unwrap();
+        if !born::known(kept) {
+            eprintln!("SKIPPED (birth times: {birth_times}): this file system keeps no incarnation (NFS, older tmpfs)");
+            continue;
+        }
         for injected in [true, false] {
             let tag = format!("reuse-{birth_times}-{injected}");
             let mut rig = Rig::with(&tag, 8, false);
