@@ -376,9 +376,8 @@ impl Source {
         let mut t = Tracked::new(key, f.dir, f.name, md.len(), self.listing);
         let now = born::of_metadata(md);
         t.set_born(now);
-        if let Some(mut cp) =
-            self.resume.remove(&key).filter(|cp| !self.another_incarnation(cp.born, cp.fingerprint, now, &f))
-        {
+        let path = self.path_of(&f);
+        if let Some(mut cp) = self.resume.remove(&key).filter(|cp| !self.another_incarnation(cp, now, &path)) {
             self.learn_saved_ids(f.dir, f.name, &mut cp);
             resume_from(&mut t, cp, &mut self.table.contexts);
             return t;
@@ -676,60 +675,5 @@ fn changed(t: &mut Tracked, open: Option<&mut Tailed>, size: u64) {
     if let Some(open) = open {
         // What decides whether it has work (growth, or truncation below the offset).
         open.size = size;
-    }
-}
-
-impl Source {
-    /// Whether a file at `f` born `now` is not the one checkpointed born `saved` on
-    /// its inode (then it is read as a new file: from its start, with its own ids).
-    fn another_incarnation(&self, saved: u32, fp: Fingerprint, now: u32, f: &Found) -> bool {
-        // Birth times tick coarsely (ext4's clock: a few ms), so a file deleted and
-        // its inode reused within one tick look alike to them: then the first bytes
-        // tell (those the checkpoint kept; a file found again with others is not it).
-        let other = born::differ(saved, now)
-            || (fp.len > 0
-                && fp.len != u64::MAX
-                && std::fs::File::open(self.path_of(f))
-                    .is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp)));
-        if other {
-            tracing::info!(path = %self.path_of(f).display(), "a new file on the inode of one read before (born since): reading it from its start");
-        }
-        other
-    }
-
-    /// Whether tracked file `key` (stat'ed at `path`: `md`) is another file than the one
-    /// tracked on its inode (born since): then the one tracked is gone, and is
-    /// forgotten, so that this one is tracked as a new file.
-    /// `moved`: found under another name than the one tracked (else the first
-    /// bytes are not read: an event per append must not cost a read).
-    pub(super) fn reborn(&mut self, key: FileKey, path: &Path, md: &std::fs::Metadata, moved: bool) -> bool {
-        let Some(t) = self.table.get(&key) else { return false };
-        // (An open file's inode cannot be reused: its descriptor holds it.)
-        if t.is_open() {
-            return false;
-        }
-        // Birth times tick coarsely (a few ms): within a tick, a file believed gone
-        // (moved or deleted), or found under another name, with other first bytes
-        // is another one. (A rotation renames a file whole; a truncated one taken
-        // for another loses nothing: its bytes are gone.)
-        let fp = t.fingerprint();
-        let gone_other = || {
-            (t.place() != Place::Here || moved)
-                && fp.len > 0
-                && fp.len != u64::MAX
-                && std::fs::File::open(path).is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp))
-        };
-        if !born::differ(t.born(), born::of_metadata(md)) && !gone_other() {
-            return false;
-        }
-        tracing::info!(path = %self.path(t).display(), "the file tracked on this inode was deleted and a new file took the inode: reading the new one from its start");
-        // Or it is the file tracked, truncated in place and renamed: where it stood
-        // is kept for its copy, should one turn up (see `copies`).
-        let (resume, ctx, last) = (t.resume(), self.table.context_of(t).cloned(), t.last_time());
-        self.note_truncated(super::copies::Truncated::new(key, fp, resume, ctx, last));
-        self.forget(key);
-        // Its position is no one's now: the new file is read from its start.
-        self.resume.remove(&key);
-        true
     }
 }

@@ -55,6 +55,7 @@ mod entry;
 mod files;
 mod gone;
 mod homes;
+mod incarnation;
 mod index;
 #[cfg(test)]
 mod model_tests;
