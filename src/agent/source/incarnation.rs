@@ -17,10 +17,7 @@ impl Source {
         // Birth times tick coarsely (ext4's clock: a few ms), so a file deleted and
         // its inode reused within one tick look alike to them: then the first bytes
         // tell (those the checkpoint kept; a file found again with others is not it).
-        let other = born::differ(saved, now)
-            || (fp.len > 0
-                && fp.len != u64::MAX
-                && std::fs::File::open(path).is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp)));
+        let other = born::differ(saved, now) || head_differs(path, fp);
         if other {
             tracing::info!(path = %path.display(), "a new file on the inode of one read before (born since): reading it from its start");
         }
@@ -43,12 +40,7 @@ impl Source {
         // is another one. (A rotation renames a file whole; a truncated one taken
         // for another loses nothing: its bytes are gone.)
         let fp = t.fingerprint();
-        let gone_other = || {
-            (t.place() != Place::Here || moved)
-                && fp.len > 0
-                && fp.len != u64::MAX
-                && std::fs::File::open(path).is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp))
-        };
+        let gone_other = || (t.place() != Place::Here || moved) && head_differs(path, fp);
         if !born::differ(t.born(), born::of_metadata(md)) && !gone_other() {
             return false;
         }
@@ -62,4 +54,12 @@ impl Source {
         self.resume.remove(&key);
         true
     }
+}
+
+/// Whether the file at `path` no longer starts with the bytes fingerprinted `fp`
+/// (false when none were: an empty fingerprint, or a file to read whole).
+fn head_differs(path: &Path, fp: Fingerprint) -> bool {
+    fp.len > 0
+        && fp.len != u64::MAX
+        && std::fs::File::open(path).is_ok_and(|h| Fingerprint::read_at(&h, fp.len).is_ok_and(|x| x != fp))
 }
