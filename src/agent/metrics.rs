@@ -83,6 +83,10 @@ pub struct SinkMetrics {
     /// By [`DeadReason`] (its discriminant is the index).
     pub dead_letters: [AtomicU64; DeadReason::ALL.len()],
     pub duplicates: AtomicU64,
+    /// Records written to `state_dir/parked` when the shutdown grace ended.
+    pub parked: AtomicU64,
+    /// Parked records (of an earlier stop) delivered since the start.
+    pub unparked: AtomicU64,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -225,7 +229,7 @@ impl Metrics {
 
     fn render_sinks(&self, s: &mut String) {
         type Getter = fn(&SinkMetrics) -> u64;
-        let per_sink: [(&str, &str, Getter); 5] = [
+        let per_sink: [(&str, &str, Getter); 7] = [
             ("raylog_sink_records_sent_total", "Records acknowledged by the sink.", |m| m.records_sent.load(Relaxed)),
             ("raylog_sink_batches_sent_total", "Batches acknowledged by the sink.", |m| m.batches_sent.load(Relaxed)),
             ("raylog_sink_bytes_sent_total", "Request body bytes sent.", |m| m.bytes_sent.load(Relaxed)),
@@ -234,6 +238,16 @@ impl Metrics {
                 "raylog_sink_records_duplicate_total",
                 "Records the sink already had (Elasticsearch 409), included in records sent.",
                 |m| m.duplicates.load(Relaxed),
+            ),
+            (
+                "raylog_sink_records_parked_total",
+                "Records not delivered when the shutdown grace ended, kept in state_dir/parked for the next start.",
+                |m| m.parked.load(Relaxed),
+            ),
+            (
+                "raylog_sink_records_unparked_total",
+                "Records parked at an earlier stop and delivered since this start (included in records sent).",
+                |m| m.unparked.load(Relaxed),
             ),
         ];
         for (name, help, get) in per_sink {

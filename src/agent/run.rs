@@ -28,6 +28,7 @@ use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{track_acks, Dispatcher, Undelivered};
 use crate::agent::ray_latency::RayLatency;
 use crate::agent::ray_metrics::RayMetrics;
+use crate::agent::sinks::parked::Parking;
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
 use crate::agent::source::{Source, Wake};
 use crate::agent::watch::Watches;
@@ -65,7 +66,7 @@ pub struct Outcome {
     /// The reader finished on its own (`--once`: every file read to its end) before
     /// anything asked it to stop.
     pub read_everything: bool,
-    /// Records read and not acknowledged by every sink.
+    /// Records read and not delivered by every sink (parked ones included).
     pub undelivered: u64,
 }
 
@@ -155,12 +156,15 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
     }
     tracing::info!(entries = end.store.approx_len(), "checkpoints saved; bye");
     report_dead_letters(&metrics, &dead);
-    report_undelivered(&end, &names, once, cfg.retry.shutdown_grace);
+    let parked = parked(&metrics, &cfg.source.state_dir);
+    report_undelivered(&end, &names, once, cfg.retry.shutdown_grace, &parked);
     let signal = match end.why {
         Stopped::Signal(s) => Some(s),
         _ => None,
     };
-    Ok(Outcome { signal, read_everything: end.read_everything, undelivered: end.undelivered.records })
+    // Parked records are not delivered either: `ship --once` did not finish its job.
+    let undelivered = end.undelivered.records + parked.0;
+    Ok(Outcome { signal, read_everything: end.read_everything, undelivered })
 }
 
 /// Starts the sinks, the ack tracker and the reader (with its file watch).
@@ -202,6 +206,8 @@ fn start(
             recycler: recycler.clone(),
             dead_logged: Default::default(),
             stop: stop.clone(),
+            parking: parks(sc).then(|| Parking::new(&cfg.source.state_dir, sc.name())),
+            needs: sc.needs(),
         }));
     }
     drop(ack_tx);
@@ -232,6 +238,13 @@ fn start(
     let reader = tokio::task::spawn_blocking(move || source.run(wake));
     health.ready.store(true, Relaxed);
     Ok(Stages { reader, tracker, shutdown, give_up: give_up_tx, stop, metrics, health, dead, watcher })
+}
+
+/// Whether a sink keeps what it could not deliver at a stop (see
+/// [`crate::agent::sinks::parked`]): not stdout and files, which never wait.
+fn parks(sc: &crate::agent::config::SinkConfig) -> bool {
+    use crate::agent::config::SinkConfig;
+    !matches!(sc, SinkConfig::Stdout { .. } | SinkConfig::File { .. })
 }
 
 /// Why the agent stopped.
@@ -323,44 +336,74 @@ fn listen_for_signals() -> Result<mpsc::Receiver<Signal>> {
     Ok(rx)
 }
 
+/// What a stop parked (see [`crate::agent::sinks::parked`]): how many records,
+/// and a phrase saying per sink how many and where.
+fn parked(metrics: &Metrics, state_dir: &std::path::Path) -> (u64, String) {
+    let counts: Vec<(&String, u64)> =
+        metrics.sinks.iter().map(|m| (&m.name, m.parked.load(Relaxed))).filter(|(_, n)| *n > 0).collect();
+    let per_sink: Vec<String> = counts.iter().map(|(name, n)| format!("sink {name:?}: {n}")).collect();
+    let total = counts.iter().map(|c| c.1).sum();
+    let dir = state_dir.join("parked");
+    (
+        total,
+        format!(
+            "{total} of them ({}) are kept in {} and sent first at the next start",
+            per_sink.join(", "),
+            dir.display()
+        ),
+    )
+}
+
 /// Says what a stop left undelivered: an operator must know that records read were
 /// not shipped, and that the next start (or `--once` run) ships them. A warning,
 /// unless nothing is missing or stdout's reader went away (`ship --once | head`:
-/// the user stopped reading).
-fn report_undelivered(end: &End, names: &[&str], once: bool, grace: Duration) {
+/// the user stopped reading). `parked` were acknowledged by being kept on disk.
+fn report_undelivered(end: &End, names: &[&str], once: bool, grace: Duration, parked: &(u64, String)) {
     let u = &end.undelivered;
+    let records = u.records + parked.0;
     let how = match end.why {
         Stopped::Signal(s) => format!("stopped by {}", s.name()),
         Stopped::Gone => "stopped (a sink had nobody left to deliver to)".into(),
-        Stopped::Finished if u.records == 0 => return,
+        Stopped::Finished if records == 0 => return,
         Stopped::Finished => "stopped".into(),
     };
     let unfinished = match end.why {
         Stopped::Signal(_) if once && !end.read_everything => {
             "; `ship --once` stopped before reading everything: run it again to resume"
         }
-        Stopped::Signal(_) if once && u.records > 0 => "; run `ship --once` again to deliver them",
+        Stopped::Signal(_) if once && records > 0 => "; run `ship --once` again to deliver them",
         _ => "",
     };
-    let msg = if u.records == 0 {
+    let msg = if records == 0 {
         format!("{how}: every record read was delivered{unfinished}")
     } else {
-        let per_sink: Vec<String> = names
+        let mut per_sink: Vec<String> = names
             .iter()
             .zip(&u.per_sink)
             .filter(|(_, &n)| n > 0)
             .map(|(name, n)| format!("sink {name:?}: {n}"))
             .collect();
+        let mut then = vec![];
+        if u.records > 0 {
+            then.push(format!(
+                "{} of them ({}) kept their checkpoints behind them, so the next start reads them again",
+                u.records,
+                per_sink.join(", ")
+            ));
+            per_sink.clear();
+        }
+        if parked.0 > 0 {
+            then.push(parked.1.clone());
+        }
         format!(
-            "{how}: {} record(s) read were not delivered ({}) when delivery was given up (retry.shutdown_grace = {grace:?}, or a second signal); their checkpoints were kept behind them, so the next start reads them again{unfinished}",
-            u.records,
-            per_sink.join(", ")
+            "{how}: {records} record(s) read were not delivered when delivery was given up (retry.shutdown_grace = {grace:?}, or a second signal): {}{unfinished}",
+            then.join("; ")
         )
     };
-    if end.why != Stopped::Gone && (u.records > 0 || !unfinished.is_empty()) {
-        tracing::warn!(undelivered = u.records, "{msg}");
+    if end.why != Stopped::Gone && (records > 0 || !unfinished.is_empty()) {
+        tracing::warn!(undelivered = records, parked = parked.0, "{msg}");
     } else {
-        tracing::info!(undelivered = u.records, "{msg}");
+        tracing::info!(undelivered = records, parked = parked.0, "{msg}");
     }
 }
 

@@ -290,3 +290,25 @@ fn resumes_exactly_once(env: &Env, n: u64) {
     assert!(exactly_once(&stored(&es), n), "{:?}", stored(&es));
     assert_eq!(conflicts(&es), 0, "records sent twice");
 }
+
+/// #57 item 5: a worker's file, read and then deleted (its job finished) while
+/// the sink is down: at SIGTERM its records, the last one still waiting in the
+/// parser for a continuation included, cannot be read again by anyone. They are
+/// kept in `state_dir` and stored by the next start, each once. Before parking,
+/// the next start had nothing to send.
+#[test]
+fn records_of_a_deleted_file_undelivered_at_the_stop_are_delivered_by_the_next_start() {
+    let env = Env::new("stop-deleted");
+    let worker = env.logs().join("worker-abf3474d7b88f65c72864c3eca4a671f80505a668156e6c2df8064e2-01000000-4242.out");
+    append(&worker, 0, 30);
+    let down = format!("http://127.0.0.1:{}", closed_port());
+    let agent = Logged::start(&config(&env, &down), false);
+    agent.wait_for_log("send failed; retrying");
+    std::fs::remove_file(&worker).unwrap();
+    let (st, took, stderr) = agent.signal("TERM");
+    assert_prompt(took, &stderr);
+    assert_eq!(st.code(), Some(0), "stderr:\n{stderr}");
+    assert_eq!(undelivered(&stderr), Some(30), "stderr:\n{stderr}");
+    assert!(stderr.contains("sent first at the next start"), "the stop says where they are kept:\n{stderr}");
+    resumes_exactly_once(&env, 30);
+}

@@ -17,6 +17,7 @@ use raylog_parsers::Record;
 use crate::agent::fnv;
 
 mod pairs;
+pub mod park;
 pub use pairs::Pairs;
 
 /// A slice of [`Batch::text`] (`len == 0` means absent).

@@ -211,15 +211,26 @@ impl Config {
     /// What the configured sinks read from each batch (see [`Needs`]).
     pub fn batch_needs(&self) -> crate::agent::batch::Needs {
         let mut needs = crate::agent::batch::Needs::NONE;
-        for s in &self.sinks {
-            match s {
-                SinkConfig::Loki(c) => {
-                    needs.fields = true;
-                    needs.json |= c.line_format == crate::agent::sinks::loki::config::LineContent::Json;
-                }
-                SinkConfig::Otlp(_) => (needs.fields, needs.extra) = (true, true),
-                SinkConfig::Elasticsearch(_) | SinkConfig::Stdout { .. } | SinkConfig::File { .. } => needs.json = true,
+        for n in self.sinks.iter().map(SinkConfig::needs) {
+            needs.json |= n.json;
+            needs.fields |= n.fields;
+            needs.extra |= n.extra;
+        }
+        needs
+    }
+}
+
+impl SinkConfig {
+    /// What this sink reads from a batch (see [`crate::agent::batch::Needs`]).
+    pub fn needs(&self) -> crate::agent::batch::Needs {
+        let mut needs = crate::agent::batch::Needs::NONE;
+        match self {
+            SinkConfig::Loki(c) => {
+                needs.fields = true;
+                needs.json = c.line_format == crate::agent::sinks::loki::config::LineContent::Json;
             }
+            SinkConfig::Otlp(_) => (needs.fields, needs.extra) = (true, true),
+            SinkConfig::Elasticsearch(_) | SinkConfig::Stdout { .. } | SinkConfig::File { .. } => needs.json = true,
         }
         needs
     }

@@ -18,6 +18,7 @@ pub mod http;
 pub mod loki;
 pub mod ndjson;
 pub mod otlp;
+pub mod parked;
 pub mod pb;
 
 use std::sync::Arc;
@@ -231,18 +232,35 @@ pub struct SinkTask {
     pub dead_logged: [(Option<Instant>, u64); DeadReason::ALL.len()],
     /// Asks the agent to stop, as a signal would (see [`SendError::Gone`]).
     pub stop: Arc<tokio::sync::Notify>,
+    /// Where what is undelivered when the grace ends is kept for the next start
+    /// (`None` for stdout and files: nothing to wait for there).
+    pub parking: Option<parked::Parking>,
+    /// What this sink reads from a batch: a parked batch must still hold it.
+    pub needs: crate::agent::batch::Needs,
 }
 
 /// Dead letters of one reason are logged at most this often (the counter and the
 /// file have them all): a backfill of old logs can refuse millions.
 const DEAD_LOG_EVERY: Duration = Duration::from_secs(60);
 
-/// Drives one sink until its batch channel closes (or the grace period ends).
+/// Drives one sink until its batch channel closes (or the grace period ends):
+/// first the batches parked at the last stop, then what the reader sends.
 pub async fn run_sink(mut t: SinkTask) {
+    if !parked::replay(&mut t).await {
+        return; // given up before the parked batches went: they stay parked
+    }
     while let Some((batch, made)) = t.batches.recv().await {
         // A batch can carry only checkpoint progress (marker lines, held records).
-        if !batch.is_empty() && !deliver(&mut t, &batch).await {
-            return; // shutting down with this batch undelivered: its checkpoint stays put
+        if !batch.is_empty() {
+            let (acks, index) = (t.acks.clone(), t.index);
+            if let Err(left) = deliver(&mut t, &batch, Progress::to(&acks, batch.seq, index)).await {
+                // Shutting down with this batch undelivered: park it and what is
+                // queued behind it, or leave their checkpoints where they are.
+                if let Some(left) = left {
+                    parked::park_rest(&mut t, batch, left).await;
+                }
+                return;
+            }
         }
         let m = &t.metrics.sinks[t.index];
         m.batches_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -255,24 +273,27 @@ pub async fn run_sink(mut t: SinkTask) {
     }
 }
 
-/// Sends one batch until nothing is left to retry. False if shutdown cut it short.
-async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
+/// Sends one batch until nothing is left to retry. When shutdown cuts it short,
+/// says which entries are not settled yet (`None` when nobody is left to deliver
+/// to: then nothing is kept).
+async fn deliver(t: &mut SinkTask, batch: &Batch, mut progress: Progress<'_>) -> Result<(), Option<Vec<u32>>> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut only: Option<Vec<u32>> = None;
     let mut attempt = 0u32;
     let mut logged = false;
-    let acks = t.acks.clone();
-    let mut progress = Progress::to(&acks, batch.seq, t.index);
+    let left = |only: &Option<Vec<u32>>, progress: &Progress<'_>| {
+        Some(only.clone().unwrap_or_else(|| (progress.reported..batch.len() as u32).collect()))
+    };
     loop {
         if *t.give_up.borrow() {
-            return false;
+            return Err(left(&only, &progress));
         }
         let pending = only.as_ref().map_or(batch.len(), |o| o.len()) as u64;
         let mut not_before = None;
         // A request may hang up to the sink's `timeout`, longer than the grace.
         let sent = tokio::select! {
             r = t.sink.send(batch, only.as_deref(), &mut progress) => r,
-            _ = given_up(&mut t.give_up) => return false,
+            _ = given_up(&mut t.give_up) => return Err(left(&only, &progress)),
         };
         let m = &t.metrics.sinks[t.index];
         match sent {
@@ -281,13 +302,14 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                 m.records_sent.fetch_add(d.settle(pending), Relaxed);
                 m.duplicates.fetch_add(d.duplicates, Relaxed);
                 if !d.rejected.is_empty() && !dead_letter(t, batch, &d.rejected, d.stored_anyway).await {
-                    return false;
+                    // The rejected ones were not written down: they go again.
+                    return Err(left(&only, &progress));
                 }
                 if d.retry.is_empty() {
                     if logged {
                         tracing::info!(sink = %t.name, "delivering again");
                     }
-                    return true;
+                    return Ok(());
                 }
                 if let Some((why, wait)) = &d.retry_why {
                     log_retry(t, why, &mut logged);
@@ -305,12 +327,15 @@ async fn deliver(t: &mut SinkTask, batch: &Batch) -> bool {
                     Some(o) => o.iter().map(|&i| (i, DeadReason::Rejected, reason.clone())).collect(),
                     None => (0..batch.len() as u32).map(|i| (i, DeadReason::Rejected, reason.clone())).collect(),
                 };
-                return dead_letter(t, batch, &all, 0).await;
+                if dead_letter(t, batch, &all, 0).await {
+                    return Ok(());
+                }
+                return Err(left(&only, &progress));
             }
             Err(SendError::Gone(reason)) => {
                 tracing::info!(sink = %t.name, %reason, "nothing left to deliver to; stopping");
                 t.stop.notify_one();
-                return false;
+                return Err(None);
             }
             Err(SendError::Transient(reason)) => log_retry(t, &reason, &mut logged),
             Err(SendError::Throttled(reason, wait)) => {

@@ -20,9 +20,15 @@ const FIXTURE_SESSION: &str = "session_2026-11-30_09-31-29_637100_6988";
 
 /// `n` raylet records, `seq=0..n`, in one batch.
 fn batch(n: u64) -> Arc<Batch> {
+    batch_from(1, 0, n)
+}
+
+/// Raylet records `seq=from..to` in batch number `seq`.
+fn batch_from(seq: u64, from: u64, to: u64) -> Arc<Batch> {
+    let n = to - from;
     let node = Arc::new(NodeIdentity::new("node-a".into(), None, Default::default()));
-    let mut b = Batch::new(1, node);
-    let text: String = (0..n)
+    let mut b = Batch::new(seq, node);
+    let text: String = (from..to)
         .map(|i| format!("[2026-11-30 09:05:33,150 I 4214 4214] (raylet) node_manager.cc:1: item seq={i}\n"))
         .collect();
     let mut p = FileParser::new(classify("raylet.out", Some("session_2026-11-30_09-00-00_000000_1")), None, None);
@@ -41,7 +47,8 @@ struct Rig {
     acks: mpsc::Receiver<Ack>,
     give_up: watch::Sender<bool>,
     dead: DeadLetter,
-    _dir: Scratch,
+    metrics: Arc<Metrics>,
+    dir: Scratch,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -59,6 +66,12 @@ impl Rig {
         let dir = std::env::temp_dir().join(format!("raylog-sinks-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        Rig::open(dir, endpoint, false)
+    }
+
+    /// A sink task on the state dir `dir` as it is; `park`: it keeps what the
+    /// grace cuts short (as the agent's network sinks do).
+    fn open(dir: std::path::PathBuf, endpoint: &str, park: bool) -> Rig {
         let raw = EsRaw {
             endpoint: Some(endpoint.into()),
             timeout: Some(DurationValue::Text("1h".into())),
@@ -76,6 +89,7 @@ impl Rig {
             max_backoff: Duration::from_millis(50),
             shutdown_grace: Duration::from_secs(1),
         };
+        let metrics = Arc::new(Metrics::new(&["es"]));
         let task = tokio::spawn(run_sink(SinkTask {
             index: 0,
             name: "es".into(),
@@ -84,13 +98,15 @@ impl Rig {
             acks: ack_tx,
             dead: dead.clone(),
             retry,
-            metrics: Arc::new(Metrics::new(&["es"])),
+            metrics: metrics.clone(),
             give_up: give_up_rx,
             recycler: Recycler::new(1 << 20),
             dead_logged: Default::default(),
             stop: Arc::new(Notify::new()),
+            parking: park.then(|| parked::Parking::new(&dir, "es")),
+            needs: crate::agent::batch::Needs::ALL,
         }));
-        Rig { batches, acks, give_up, dead, _dir: Scratch(dir), task }
+        Rig { batches, acks, give_up, dead, metrics, dir: Scratch(dir), task }
     }
 
     async fn send(&self, b: Arc<Batch>) {
@@ -127,20 +143,11 @@ async fn dead_letters_are_fsynced_before_their_batch_is_acknowledged() {
 }
 
 /// A request that never gets an answer (its timeout is an hour) is abandoned when
-/// the grace period ends: the sink stops without acknowledging the batch.
+/// the grace period ends: a sink that does not park (stdout, a file) stops
+/// without acknowledging the batch.
 #[tokio::test]
 async fn a_request_without_answer_is_cut_short_when_the_grace_period_ends() {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    let (conn_tx, mut conn) = mpsc::channel(1);
-    // Accepts and holds connections, never answering.
-    tokio::spawn(async move {
-        let mut held = vec![];
-        while let Ok((s, _)) = l.accept().await {
-            held.push(s);
-            let _ = conn_tx.try_send(());
-        }
-    });
+    let (url, mut conn) = hung_server().await;
     let rig = Rig::new("hung", &url);
     rig.send(batch(3)).await;
     tokio::time::timeout(Duration::from_secs(30), conn.recv()).await.expect("no connection").unwrap();
@@ -148,6 +155,83 @@ async fn a_request_without_answer_is_cut_short_when_the_grace_period_ends() {
     let Rig { task, mut acks, .. } = rig;
     tokio::time::timeout(Duration::from_secs(10), task).await.expect("the sink did not stop").unwrap();
     assert!(acks.recv().await.is_none(), "a batch never delivered was acknowledged");
+}
+
+/// Accepts and holds connections, never answering; says when one came.
+async fn hung_server() -> (String, mpsc::Receiver<()>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let (conn_tx, conn) = mpsc::channel(1);
+    tokio::spawn(async move {
+        let mut held = vec![];
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+            let _ = conn_tx.try_send(());
+        }
+    });
+    (url, conn)
+}
+
+/// #57 item 5: what the grace cuts short (a request without answer, and a batch
+/// queued behind it) is parked in `state_dir`, and acknowledged only then; the
+/// next start sends it first, as it was (the same document ids), and deletes it.
+#[tokio::test]
+async fn what_the_grace_cuts_short_is_parked_and_sent_first_at_the_next_start() {
+    let (url, mut conn) = hung_server().await;
+    let dir = std::env::temp_dir().join(format!("raylog-sink-park-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rig = Rig::open(dir.clone(), &url, true);
+    let (first, second) = (batch_from(1, 0, 3), batch_from(2, 3, 5));
+    let want: std::collections::BTreeSet<String> =
+        first.entries.iter().chain(&second.entries).map(|e| format!("{:032x}", e.doc_id)).collect();
+    rig.send(first).await;
+    rig.send(second).await;
+    tokio::time::timeout(Duration::from_secs(30), conn.recv()).await.expect("no connection").unwrap();
+    rig.give_up.send(true).unwrap();
+    let Rig { task, mut acks, metrics, dir: scratch, batches, .. } = rig;
+    drop(batches);
+    tokio::time::timeout(Duration::from_secs(10), task).await.expect("the sink did not stop").unwrap();
+    let mut acked = vec![];
+    while let Some(a) = acks.recv().await {
+        acked.push((a.seq, a.upto));
+    }
+    assert_eq!(acked, [(1, None), (2, None)], "both batches acknowledged once parked");
+    assert_eq!(metrics.sinks[0].parked.load(std::sync::atomic::Ordering::Relaxed), 5);
+    let parking = parked::Parking::new(&dir, "es");
+    assert_eq!(parking.list().unwrap().len(), 2, "one file per batch");
+
+    let es = testes::start().await;
+    let next = Rig::open(dir.clone(), &es.url(), true);
+    std::mem::forget(scratch); // the same state dir: `next` removes it
+    let Rig { task, batches, metrics, .. } = next;
+    drop(batches);
+    tokio::time::timeout(Duration::from_secs(30), task).await.expect("the next start did not finish").unwrap();
+    let got: std::collections::BTreeSet<String> = es.docs().iter().map(|d| d.id.clone()).collect();
+    assert_eq!(got, want, "the parked records, with the ids they were first sent with");
+    assert_eq!(es.docs().len(), 5, "each once");
+    assert_eq!(metrics.sinks[0].unparked.load(std::sync::atomic::Ordering::Relaxed), 5);
+    assert!(parking.list().unwrap().is_empty(), "delivered parked batches are deleted");
+}
+
+/// A parked batch that is damaged is set aside as `.bad`, never sent in part, and
+/// what follows it is still sent.
+#[tokio::test]
+async fn a_damaged_parked_batch_is_set_aside_and_the_rest_sent() {
+    let dir = std::env::temp_dir().join(format!("raylog-sink-badpark-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let parking = parked::Parking::new(&dir, "es");
+    let mut torn = crate::agent::batch::park::park(&batch_from(1, 0, 4), None);
+    torn.truncate(torn.len() - 3);
+    let bad = parking.put(&torn).unwrap();
+    parking.put(&crate::agent::batch::park::park(&batch_from(2, 4, 6), None)).unwrap();
+    let es = testes::start().await;
+    let Rig { task, batches, dir: _scratch, .. } = Rig::open(dir.clone(), &es.url(), true);
+    drop(batches);
+    tokio::time::timeout(Duration::from_secs(30), task).await.expect("did not finish").unwrap();
+    assert_eq!(es.docs().len(), 2, "only the good batch's records");
+    assert!(bad.with_extension("bad").exists(), "the damaged one is kept aside");
+    assert!(parking.list().unwrap().is_empty());
 }
 
 /// Every file of a real Ray session (fixture `ray-2.60-jobs-serve`), parsed as the
@@ -235,8 +319,10 @@ async fn a_sink_naming_a_record_twice_is_counted_once_and_retried_once() {
         recycler: Recycler::new(1 << 20),
         dead_logged: Default::default(),
         stop: Arc::new(Notify::new()),
+        parking: None,
+        needs: crate::agent::batch::Needs::ALL,
     };
-    assert!(deliver(&mut t, &batch(4)).await, "delivered");
+    assert!(deliver(&mut t, &batch(4), Progress::none()).await.is_ok(), "delivered");
     assert_eq!(*asked.lock().unwrap(), [None, Some(vec![2, 3])], "#2 and #3 sent again, once each");
     let m = &metrics.sinks[0];
     assert_eq!(m.records_sent.load(std::sync::atomic::Ordering::Relaxed), 3, "#1, then #2 and #3");

@@ -20,7 +20,7 @@ use raylog_parsers::{classify, Correlator, Options, Record, Timestamp};
 
 use super::table::{Place, Tick, View};
 use super::tail::{ReadResult, Tailed};
-use super::{Source, MERGE_SLACK, READ_BUDGET, READ_CHUNK};
+use super::{Source, MERGE_SLACK, READ_BUDGET, READ_CHUNK, STOP_READ_MAX};
 use crate::agent::checkpoint::{FileKey, SavedContext};
 use crate::agent::enrich::node::{self, RAYLET_NODE_SCAN};
 
@@ -407,6 +407,22 @@ impl Source {
             self.table.unmark(&key);
         }
         (r.bytes, blocked, false)
+    }
+
+    /// At shutdown, file `key` was deleted (its writer is done with it): read the
+    /// rest (up to [`STOP_READ_MAX`]) and emit its last record, which would
+    /// otherwise wait in the parser for a continuation and be lost with the file.
+    pub(super) fn drain_deleted(&mut self, key: FileKey) {
+        if let Some(t) = self.table.get_mut(&key) {
+            t.set_place(Place::Departed);
+        }
+        for _ in 0..STOP_READ_MAX / READ_BUDGET {
+            let (bytes, blocked, done) = self.read_file(key, None);
+            if done || bytes == 0 || blocked.is_some() {
+                break;
+            }
+        }
+        self.finish_and_forget(key);
     }
 
     /// A vanished file read to its end: emit what it held and stop following it.

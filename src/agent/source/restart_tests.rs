@@ -157,3 +157,26 @@ fn held_records_of_a_deleted_file_go_out_at_shutdown() {
     assert_eq!(prints.len(), 2, "{sent:?}");
     assert!(prints.iter().all(|v| v["actor_id"].is_null() && v["job_id"] == "01000000"), "{prints:?}");
 }
+
+/// #57 item 5: a file deleted before the stop (its deletion not yet seen) has its
+/// last record still in the parser, waiting for a continuation: the stop emits it,
+/// where it used to stay behind the checkpoint of a file nothing can read again.
+#[test]
+fn the_last_record_of_a_file_deleted_before_the_stop_goes_out_at_the_stop() {
+    let mut rig = Rig::with("stop-deleted-last", 8, false);
+    // The last record waits for a continuation as long as a live file's would.
+    rig.source.cfg.source.idle_flush = std::time::Duration::from_secs(3600);
+    rig.source.cfg.source.partial_line_timeout = std::time::Duration::from_secs(3600);
+    let gcs = rig.logs().join("gcs_server.out");
+    let lines = [
+        "[2026-11-30 09:05:33,150 I 4214 4214] gcs_server.cc:1: first",
+        "[2026-11-30 09:05:33,151 I 4214 4214] gcs_server.cc:2: second",
+    ];
+    write(&gcs, &format!("{}\n{}\n", lines[0], lines[1]));
+    let mut got = rig.round_json(everything());
+    std::fs::remove_file(&gcs).unwrap();
+    rig.source.stop();
+    got.extend(rig.sent_json());
+    let messages: Vec<&str> = got.iter().filter_map(|v| v["message"].as_str()).collect();
+    assert_eq!(messages, ["first", "second"], "{got:?}");
+}

@@ -249,6 +249,8 @@ async fn the_driver_writes_partial_dead_letters_and_counts_them_right() {
         recycler: Recycler::new(1 << 20),
         dead_logged: Default::default(),
         stop: Arc::new(Notify::new()),
+        parking: None,
+        needs: crate::agent::batch::Needs::ALL,
     }));
     let b: Arc<Batch> = Arc::new(sample_batch());
     let n = b.len() as u64;
