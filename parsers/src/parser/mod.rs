@@ -374,6 +374,16 @@ impl FileParser {
         self.offset
     }
 
+    /// File offset just past the last complete line pushed (before a partial line
+    /// held for its newline, if any).
+    pub fn complete_offset(&self) -> u64 {
+        if !self.partial.is_empty() || self.partial_truncated {
+            self.partial_offset
+        } else {
+            self.offset
+        }
+    }
+
     /// Feeds the next chunk of the file; emits every record completed by it. Returns
     /// how many bytes of `data` were taken: all of them, unless the time limit stopped
     /// it before a record (then the rest must be pushed again later).
@@ -454,6 +464,24 @@ impl FileParser {
         self.limit = limit;
     }
 
+    /// The file's bytes are gone from under the parser (truncated in place):
+    /// emits the record held open, and drops a partial line held for its newline
+    /// (its rest never comes here; a copy of the file has it whole, read from
+    /// [`FileParser::complete_offset`]). Returns the bytes dropped.
+    pub fn finish_complete(
+        &mut self,
+        corr: &mut Correlator,
+        opts: &Options,
+        out: &mut dyn FnMut(&Record<'_>),
+    ) -> usize {
+        let limit = self.limit.take();
+        let dropped = std::mem::take(&mut self.partial).len();
+        self.partial_truncated = false;
+        self.emit_pending(&mut Io::new(corr, opts, out, &[]));
+        self.limit = limit;
+        dropped
+    }
+
     /// Like [`FileParser::finish`], but within the time limit: false when a record
     /// dated after it stays pending (call again once the limit has moved on).
     pub fn finish_within(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) -> bool {
@@ -469,6 +497,14 @@ impl FileParser {
             }
         }
         self.emit_pending(&mut io)
+    }
+
+    /// Emits the record held open whatever the time limit; a partial line stays
+    /// held (its file was copied: the copy is read from where that line starts).
+    pub fn flush_now(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
+        let limit = self.limit.take();
+        self.emit_pending(&mut Io::new(corr, opts, out, &[]));
+        self.limit = limit;
     }
 
     /// Emits the record held open (no more lines are expected soon); a partial line

@@ -9,9 +9,11 @@
 //! one time); a restart gives the records it reads again the times they were sent
 //! with (`crate::agent::enrich::times`).
 //!
-//! Files `times.G.journal`, one line a run: `[dev, ino, "seed", start, end, time_ns]`
-//! (seed: the file's document-id seed in hex, so a run never dates another file on
-//! the same inode). A torn last line (a crash mid-write) is ignored. A generation is
+//! Files `times.G.journal`, one line a run: `[dev, ino, "seed", start, end, time_ns,
+//! born, starts]` (seed: the file's document-id seed in hex, so a run never dates
+//! another file on the same inode; born: its incarnation, see `checkpoint::born`;
+//! starts: how many starts carried it; the last two absent in journals written
+//! before they were kept). A torn last line (a crash mid-write) is ignored. A generation is
 //! closed at [`ROLL_BYTES`] and deleted once every batch written to it is
 //! checkpointed ([`TimesLog::prune`]); at start the runs found are written again
 //! into the new first generation, and the old files deleted.
@@ -34,7 +36,17 @@ pub struct Run {
     pub start: u64,
     pub end: u64,
     pub time_ns: i64,
+    /// The file's incarnation (`checkpoint::born`; `UNKNOWN` when not known).
+    pub born: u32,
+    /// How many starts carried it into a new generation.
+    pub starts: u8,
 }
+
+/// A run behind its file's checkpoint is carried through this many starts: the
+/// checkpoint may be of what the file held before it was truncated in place (the
+/// run's records, of the new content, not yet checkpointed), which no field of a
+/// checkpoint tells apart. Past that it is dropped, so the journal stays small.
+const CARRY_BEHIND: u8 = 3;
 
 /// The journal of runs, appended to by the reader before each batch is sent.
 #[derive(Debug)]
@@ -83,6 +95,9 @@ impl TimesLog {
             let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
             runs.extend(bytes.split(|&b| b == b'\n').filter_map(parse_line).filter(|r| keep(r)));
         }
+        for r in &mut runs {
+            r.starts = r.starts.saturating_add(1);
+        }
         let generation = old.last().map_or(0, |g| g + 1);
         let mut log = TimesLog {
             dir: dir.to_path_buf(),
@@ -106,9 +121,17 @@ impl TimesLog {
     }
 
     /// Opens the journal of `state_dir` for a reader resuming from `resume`: a run
-    /// before its file's checkpoint is not read again.
+    /// before its file's checkpoint is not read again, unless that checkpoint is of
+    /// another file on the same inode (another incarnation: a new file on a reused
+    /// inode, sent and not yet checkpointed, must keep its times through restarts),
+    /// or may be of the file's content before a truncation ([`CARRY_BEHIND`]).
     pub fn for_resume(state_dir: &Path, resume: &super::Resume) -> Result<TimesLog, CheckpointError> {
-        TimesLog::open(state_dir, |r| resume.get(&r.key).is_none_or(|cp| cp.offset <= r.end))
+        use super::born;
+        TimesLog::open(state_dir, |r| {
+            resume.get(&r.key).is_none_or(|cp| {
+                cp.offset <= r.end || (born::known(r.born) && r.born != cp.born) || r.starts < CARRY_BEHIND
+            })
+        })
     }
 
     /// Prunes as batches are checkpointed: `saved` is the last one that is.
@@ -143,8 +166,8 @@ impl TimesLog {
         for r in runs {
             let _ = writeln!(
                 self.line,
-                "[{},{},\"{:032x}\",{},{},{}]",
-                r.key.dev, r.key.ino, r.seed, r.start, r.end, r.time_ns
+                "[{},{},\"{:032x}\",{},{},{},{},{}]",
+                r.key.dev, r.key.ino, r.seed, r.start, r.end, r.time_ns, r.born, r.starts
             );
         }
         let file = match &mut self.file {
@@ -191,9 +214,18 @@ impl TimesLog {
 }
 
 fn parse_line(line: &[u8]) -> Option<Run> {
-    let (dev, ino, seed, start, end, time_ns): (u64, u64, String, u64, u64, i64) = serde_json::from_slice(line).ok()?;
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Line {
+        Now(u64, u64, String, u64, u64, i64, u32, u8),
+        Before(u64, u64, String, u64, u64, i64),
+    }
+    let (dev, ino, seed, start, end, time_ns, born, starts) = match serde_json::from_slice(line).ok()? {
+        Line::Now(d, i, s, a, b, t, born, starts) => (d, i, s, a, b, t, born, starts),
+        Line::Before(d, i, s, a, b, t) => (d, i, s, a, b, t, super::born::UNKNOWN, 0),
+    };
     let seed = u128::from_str_radix(&seed, 16).ok()?;
-    Some(Run { key: FileKey { dev, ino }, seed, start, end, time_ns })
+    Some(Run { key: FileKey { dev, ino }, seed, start, end, time_ns, born, starts })
 }
 
 #[cfg(test)]
@@ -201,7 +233,20 @@ mod tests {
     use super::*;
 
     fn run(ino: u64, start: u64, time_ns: i64) -> Run {
-        Run { key: FileKey { dev: 7, ino }, seed: (ino as u128) << 64 | 0xabc, start, end: start + 10, time_ns }
+        Run {
+            key: FileKey { dev: 7, ino },
+            seed: (ino as u128) << 64 | 0xabc,
+            start,
+            end: start + 10,
+            time_ns,
+            born: 0,
+            starts: 0,
+        }
+    }
+
+    /// Runs without their count of starts.
+    fn plain(v: Vec<Run>) -> Vec<Run> {
+        v.into_iter().map(|r| Run { starts: 0, ..r }).collect()
     }
 
     fn dir(tag: &str) -> PathBuf {
@@ -224,13 +269,56 @@ mod tests {
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(b"[7,4,\"00").unwrap();
         let mut log = TimesLog::open(&d, |r| r.key.ino != 3).unwrap();
-        let found = log.take_found();
+        let found = plain(log.take_found());
         assert_eq!(found, vec![run(1, 0, -5), run(2, 100, 1_796_000_000_000_000_000)]);
         assert!(!p.exists(), "the old generation is gone");
         assert_eq!(log.generations(), 1);
         drop(log);
         let again = TimesLog::open(&d, |_| true).unwrap().take_found();
-        assert_eq!(again, found, "written again into the new generation");
+        assert_eq!(plain(again.clone()), found, "written again into the new generation");
+        assert!(again.iter().all(|r| r.starts == 2), "carried by two starts: {again:?}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A run behind its file's checkpoint is dropped at a start, unless the
+    /// checkpoint is another incarnation's (a new file on a reused inode, its
+    /// records sent and not yet checkpointed), or it was carried by fewer than
+    /// [`CARRY_BEHIND`] starts (the checkpoint may be of the file's content before a
+    /// truncation in place). Both found by the model test (#57: a print read again
+    /// after restarts had lost its time). A journal line written before these were
+    /// kept is read.
+    #[test]
+    fn a_run_behind_the_checkpoint_of_its_inode_is_kept_while_it_may_be_another_contents() {
+        let d = dir("born");
+        let cp = |ino, born| crate::agent::checkpoint::FileCheckpoint {
+            key: FileKey { dev: 7, ino },
+            fingerprint: Default::default(),
+            offset: 100,
+            context: None,
+            last_time_ns: None,
+            updated: 0,
+            born,
+            gone_since: 0,
+        };
+        // Every file checkpointed past its runs; ino 2 by another incarnation.
+        let resume = super::super::Resume::from_entries(vec![cp(1, 3), cp(2, 3), cp(3, 0), cp(4, 0)]);
+        let mut log = TimesLog::open(&d, |_| true).unwrap();
+        let (old, new) = (Run { born: 3, ..run(1, 0, 11) }, Run { born: 5, ..run(2, 0, 22) });
+        log.append_carrying(1, &[old, new, run(3, 0, 33)], Vec::new).unwrap();
+        drop(log);
+        let mut f = std::fs::OpenOptions::new().append(true).open(path_of(&d, 0)).unwrap();
+        f.write_all(b"[7,4,\"00000000000000040000000000000abc\",0,10,44]\n").unwrap();
+        drop(f);
+        let mut kept = vec![];
+        for _ in 0..CARRY_BEHIND + 2 {
+            kept.push(plain(TimesLog::for_resume(&d, &resume).unwrap().take_found()));
+        }
+        let all = vec![old, new, run(3, 0, 33), run(4, 0, 44)];
+        for (start, found) in kept.iter().take(CARRY_BEHIND as usize).enumerate() {
+            assert_eq!(*found, all, "start {start}: every run carried");
+        }
+        assert_eq!(kept[CARRY_BEHIND as usize], vec![new], "then only the other incarnation's");
+        assert_eq!(kept[CARRY_BEHIND as usize + 1], vec![new]);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -249,7 +337,7 @@ mod tests {
         log.prune(5);
         assert!(!path_of(&d, 0).exists());
         drop(log);
-        let found = TimesLog::open(&d, |_| true).unwrap().take_found();
+        let found = plain(TimesLog::open(&d, |_| true).unwrap().take_found());
         assert_eq!(found, vec![run(99, 99, 99), run(1, 1, 1)], "the carried run, then batch 6's");
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -319,6 +319,26 @@ impl Hold {
         self.queue.is_empty()
     }
 
+    /// Drops the held records of file `key` from `offset` on: a copy of the file
+    /// (logrotate's copy-truncate) is read from there instead, so its records go
+    /// out, and are checkpointed, as the copy's. Returns how many were dropped.
+    pub fn drop_from(&mut self, key: &FileKey, offset: u64) -> usize {
+        let before = self.queue.len();
+        self.queue.retain(|h| h.key != *key || h.offset < offset);
+        let dropped = before - self.queue.len();
+        if dropped > 0 {
+            if let Some(file) = self.offsets.get_mut(key) {
+                file.offsets.retain(|(o, _)| *o < offset);
+                file.riders = self.queue.iter().filter(|h| h.key == *key && h.rider).count() as u32;
+                if file.offsets.is_empty() {
+                    self.offsets.remove(key);
+                }
+            }
+            self.settled = None;
+        }
+        dropped
+    }
+
     /// The smallest held offset of file `key` (a checkpoint must not pass it).
     pub fn min_offset(&self, key: &FileKey) -> Option<u64> {
         self.resume_point(key).map(|(o, _)| o)

@@ -65,7 +65,8 @@ impl Source {
         let Some(o) = self.open_file(key) else { return };
         let ctx = o.parser.context();
         let last = ctx.last_timestamp.map(|t| t.0);
-        let before = Truncated::new(key, o.fingerprint, o.parser.offset(), SavedContext::from_parser(ctx), last);
+        let read = o.parser.complete_offset();
+        let before = Truncated::new(key, o.fingerprint, read, SavedContext::from_parser(ctx), last);
         self.note_truncated(before);
         self.parse_open(key, |open, corr, opts, emit| open.start_over(corr, opts, emit));
     }
@@ -123,13 +124,23 @@ impl Source {
         else {
             return false;
         };
-        let open = self.table.view(&from.key).and_then(|v| v.open).map(|o| o.parser.offset());
+        let open = self.table.view(&from.key).and_then(|v| v.open).map(|o| o.parser.complete_offset());
         if let Some(read) = open.filter(|_| !was_noted) {
-            if read > from.read {
+            // Records of the original still held (waiting for an actor or node id)
+            // are read again from the copy, as the copy's: held as the original's,
+            // their checkpoint would be the original's, whose bytes the truncation
+            // takes, while the copy's checkpoint passed them.
+            let held = self.enrich.hold.min_offset(&from.key).filter(|&h| h < read);
+            if let Some(h) = held {
+                self.enrich.hold.drop_from(&from.key, h);
+                from.read = h;
+            } else if read > from.read {
                 // Found before the truncation, from an open file whose parser still
                 // holds records: they go out now, as that file's (a truncation, or
                 // the idle flush, would send them so, and its copy too otherwise).
-                self.parse_open(from.key, |open, corr, opts, emit| open.parser.finish(corr, opts, emit));
+                // A line still being written stays: the copy has it from its start
+                // (and the truncation drops it from the file, see `start_over`).
+                self.parse_open(from.key, |open, corr, opts, emit| open.parser.flush_now(corr, opts, emit));
                 self.dirty.insert(from.key);
                 from.read = read;
             }

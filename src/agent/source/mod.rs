@@ -563,7 +563,12 @@ impl Source {
     /// prints again under other times, which is less harm than not sending them.
     fn write_times(&mut self, seq: u64) {
         self.times_log.prune_saved();
-        let runs = self.enrich.times.take();
+        let mut runs = self.enrich.times.take();
+        for r in &mut runs {
+            // The file's incarnation, so the next start tells its runs from those
+            // of another file on the same inode (see `TimesLog::for_resume`).
+            r.born = self.table.get(&r.key).map_or(crate::agent::checkpoint::born::UNKNOWN, |t| t.born());
+        }
         let times = &self.enrich.times;
         match self.times_log.append_carrying(seq, &runs, || times.still_restored()) {
             Ok(()) if std::mem::take(&mut self.times_failing) => tracing::info!("times journal written again"),

@@ -5,10 +5,17 @@
 //! round by round against real files, and a model of what was written. Each step is
 //! a file-system operation as Ray and logrotate make them (appends, rename rotation
 //! with shifted backups, copy-truncate, moves into `old/`, deletes, new sessions),
-//! a close as `close_inactive` or the cap makes one, or a round of the reader with a
-//! wake batch drawn from the inotify events the operations produced: split across
-//! rounds, reordered, dropped, or replaced by an overflow; a listing may fail, and a
-//! file may change between the reader taking in its events and reading.
+//! a line written in two parts (the reader may look in between), a close as
+//! `close_inactive` or the cap makes one, a restart (the agent killed, a new reader
+//! resuming from the checkpoints of the batches acknowledged, the last few batches
+//! not), or a round of the reader with a wake batch drawn from the inotify events the
+//! operations produced: split across rounds, reordered, dropped, or replaced by an
+//! overflow; a listing may fail, and a file may change between the reader taking in
+//! its events and reading.
+//!
+//! The lines are prints (no time of their own): a line sent in a batch a restart
+//! left unacknowledged must come again, with the document id and the time it was
+//! sent with (#57), and is the only kind of line that may come twice.
 //!
 //! The model knows every line's file (inode and content generation), offset and
 //! document id. Each record sent must match one line not sent before, after the
@@ -60,6 +67,12 @@ enum Fs {
         which: usize,
     },
     NewSession,
+    /// The first `cut` bytes of a line (no newline yet); the next operation on the
+    /// stream writes the rest first, as a writer finishing its line.
+    Partial {
+        stream: usize,
+        cut: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +100,12 @@ enum Step {
     Close {
         pick: usize,
     },
+    /// The agent killed and started again from its saved checkpoints, the last
+    /// `unacked` batches never acknowledged (their records are sent again, with the
+    /// same document id and time).
+    Restart {
+        unacked: usize,
+    },
 }
 
 fn fs_op() -> impl Strategy<Value = Fs> {
@@ -97,8 +116,9 @@ fn fs_op() -> impl Strategy<Value = Fs> {
         1 => (s.clone(), prop_oneof![3 => Just(0usize), 1 => 1..3usize])
             .prop_map(|(stream, between)| Fs::CopyTruncate { stream, between }),
         1 => s.clone().prop_map(|stream| Fs::MoveOld { stream }),
-        1 => (s, 0..=BACKUPS).prop_map(|(stream, which)| Fs::Delete { stream, which }),
+        1 => (s.clone(), 0..=BACKUPS).prop_map(|(stream, which)| Fs::Delete { stream, which }),
         1 => Just(Fs::NewSession),
+        1 => (s, 1..12usize).prop_map(|(stream, cut)| Fs::Partial { stream, cut }),
     ]
 }
 
@@ -119,6 +139,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (wake(), proptest::option::weighted(0.2, fs_op()), proptest::bool::weighted(0.1))
             .prop_map(|(wake, mid, fail_listing)| Step::Round { wake, mid, fail_listing }),
         2 => (0..4usize).prop_map(|pick| Step::Close { pick }),
+        1 => (0..3usize).prop_map(|unacked| Step::Restart { unacked }),
     ]
 }
 
@@ -135,6 +156,12 @@ struct Line {
     file: usize,
     generation: u32,
     sent: u32,
+    /// The batch (the agent's incarnation, the batch's number) and the time it
+    /// was last sent with.
+    sent_in: Option<((usize, u64), i64)>,
+    /// Sent in a batch a restart left unacknowledged: it must come again, with
+    /// the time it had.
+    again: Option<i64>,
     /// Destroyed before it may have been read (see the module docs).
     may_miss: bool,
     /// The same bytes in the other file of a copy-truncate (see `copy_truncate`).
@@ -170,11 +197,15 @@ struct Model {
     /// inotify's events not delivered yet.
     events: Vec<PathBuf>,
     written: usize,
+    /// A line begun and not finished: its stream, message and the bytes written.
+    partial: Option<(usize, String, usize)>,
+    restarts: usize,
 }
 
 impl Model {
     fn new() -> Model {
-        let rig = Rig::with("model", 2, true);
+        // A partial line waits for its newline however long the writer takes.
+        let rig = Rig::with_source("model", 2, true, "partial_line_timeout = \"1h\"\n");
         let logs = rig.logs();
         let streams = (0..STREAMS).map(|i| Stream { dir: logs.clone(), base: name(i) }).collect();
         Model {
@@ -188,6 +219,8 @@ impl Model {
             last: HashMap::new(),
             events: vec![],
             written: 0,
+            partial: None,
+            restarts: 0,
         }
     }
 
@@ -219,6 +252,11 @@ impl Model {
     fn append(&mut self, path: &Path, text: &str, messages: Vec<String>) {
         write(path, text);
         self.events.push(path.to_path_buf());
+        self.register(path, messages);
+    }
+
+    /// Lines now complete at the end of the file at `path`.
+    fn register(&mut self, path: &Path, messages: Vec<String>) {
         let f = match self.at.get(path) {
             Some(&f) => f,
             None => {
@@ -241,6 +279,8 @@ impl Model {
                 file: f,
                 generation: file.generation,
                 sent: 0,
+                sent_in: None,
+                again: None,
                 may_miss: false,
                 twin: None,
                 message: m,
@@ -274,6 +314,7 @@ impl Model {
         if std::env::var_os("RAYLOG_MODEL_DEBUG").is_some() {
             eprintln!("fs {op:?}");
         }
+        self.finish_partial(op);
         match *op {
             Fs::Write { stream, lines } => {
                 let stream = stream % self.streams.len();
@@ -319,6 +360,37 @@ impl Model {
                 }
             }
             Fs::NewSession => self.new_session(),
+            Fs::Partial { stream, cut } => {
+                let stream = stream % self.streams.len();
+                self.written += 1;
+                let message = format!("L{} of stream {stream}", self.written);
+                let cut = cut.min(message.len() - 1);
+                write(&self.path(stream, 0), &message[..cut]);
+                self.events.push(self.path(stream, 0));
+                self.partial = Some((stream, message, cut));
+            }
+        }
+    }
+
+    /// Before `op` touches the stream with a line begun, its writer finishes it.
+    fn finish_partial(&mut self, op: &Fs) {
+        let Some((stream, _, _)) = &self.partial else { return };
+        let touched = match *op {
+            Fs::Write { stream: s, .. }
+            | Fs::Rotate { stream: s }
+            | Fs::CopyTruncate { stream: s, .. }
+            | Fs::MoveOld { stream: s }
+            | Fs::Delete { stream: s, .. } => s % self.streams.len() == *stream,
+            // One line begun at a time.
+            Fs::Partial { .. } => true,
+            Fs::NewSession => false,
+        };
+        if touched {
+            let (stream, message, cut) = self.partial.take().unwrap();
+            let path = self.path(stream, 0);
+            write(&path, &format!("{}\n", &message[cut..]));
+            self.events.push(path.clone());
+            self.register(&path, vec![message]);
         }
     }
 
@@ -410,9 +482,19 @@ impl Model {
         }
         let sent = self.rig.rest_of_round();
         if std::env::var_os("RAYLOG_MODEL_DEBUG").is_some() {
+            for k in self.rig.source.table.open_keys() {
+                let o = self.rig.source.table.open_of(&k).unwrap();
+                let held = self.rig.source.enrich.hold.holds_file(&k);
+                eprintln!(
+                    "  open {} read {} unemitted {} held {held}",
+                    k.ino,
+                    o.parser.offset(),
+                    o.parser.unemitted_offset()
+                );
+            }
             eprintln!(
                 "round {wake:?} mid {mid:?} fail {fail_listing}: {:?}",
-                sent.iter().map(|s| (&s.message, s.offset)).collect::<Vec<_>>()
+                sent.iter().map(|s| (&s.message, s.offset, s.time % 10_000_000)).collect::<Vec<_>>()
             );
         }
         self.check(&sent)
@@ -439,6 +521,11 @@ impl Model {
             prop_assert_eq!((&s.message, s.offset), (&l.message, l.offset), "record of document id {:x}", s.doc_id);
             l.sent += 1;
             prop_assert_eq!(l.sent, 1, "{:?} sent twice", s.message);
+            // Read again after a restart: the same entry (its id matched above).
+            if let Some(time) = l.again.take() {
+                prop_assert_eq!(s.time, time, "{:?} sent again after a restart with another time", s.message);
+            }
+            l.sent_in = Some(((self.restarts, s.seq), s.time));
             let (l, twin) = (&self.lines[i], self.lines[i].twin.map(|t| self.lines[t].sent));
             // Each line of a copy goes out from the copy or its original; both is a
             // double send, counted, not failed: the reader can lose the original's
@@ -478,8 +565,40 @@ impl Model {
         }
     }
 
+    /// The agent killed and started again (see [`Step::Restart`]). What the last
+    /// `unacked` batches carried is sent again; a file with no name left cannot be
+    /// reopened (the new agent holds no descriptor), so what it had not had
+    /// acknowledged may be missed; records go in file order again from the
+    /// checkpoints.
+    fn restart(&mut self, unacked: usize) -> Result<(), TestCaseError> {
+        let lost = self.rig.restart_unacked(unacked);
+        let lost: Vec<(usize, u64)> = lost.into_iter().map(|seq| (self.restarts, seq)).collect();
+        self.restarts += 1;
+        if std::env::var_os("RAYLOG_MODEL_DEBUG").is_some() {
+            eprintln!("restart: batches {lost:?} unacknowledged");
+        }
+        for l in &mut self.lines {
+            if let Some((_, time)) = l.sent_in.filter(|(batch, _)| lost.contains(batch)) {
+                (l.sent, l.sent_in, l.again) = (0, None, Some(time));
+            }
+        }
+        let named: std::collections::HashSet<usize> = self.at.values().copied().collect();
+        for f in 0..self.files.len() {
+            if !named.contains(&f) {
+                self.destroyed(f, true);
+            }
+        }
+        self.last.clear();
+        // The new agent lists everything, and hears of nothing that came before.
+        self.events.clear();
+        self.round(&Wake::Overflow, None, false)
+    }
+
     /// An overflow, then rounds until nothing more comes; every line must be in.
     fn finish(&mut self) -> Result<(), TestCaseError> {
+        if let Some((stream, _, _)) = self.partial {
+            self.finish_partial(&Fs::Write { stream, lines: 0 });
+        }
         for i in 0..40 {
             std::thread::sleep(Duration::from_millis(2));
             let wake = if i % 10 == 0 { Wake::Overflow } else { Wake::Nothing };
@@ -526,6 +645,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             Step::Fs(op) => m.apply(op),
             Step::Round { wake, mid, fail_listing } => m.round(wake, mid.as_ref(), *fail_listing)?,
             Step::Close { pick } => m.close(*pick),
+            Step::Restart { unacked } => m.restart(*unacked)?,
         }
     }
     m.finish()?;

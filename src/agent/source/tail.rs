@@ -284,7 +284,13 @@ impl Tailed {
     /// and reading starts over at 0 with a new first line to identify the file.
     pub fn start_over(&mut self, corr: &mut Correlator, opts: &Options, out: &mut dyn FnMut(&Record<'_>)) {
         self.restart = false;
-        self.parser.finish(corr, opts, out);
+        // A line cut by the truncation is not sent as a fragment: logrotate's copy
+        // holds it, and is read from where the complete lines ended.
+        let at = self.parser.complete_offset();
+        let dropped = self.parser.finish_complete(corr, opts, out);
+        if dropped > 0 {
+            tracing::info!(path = %self.path.display(), offset = at, bytes = dropped, "a line being written was cut by a truncation in place; it is read from the copy, if one is found");
+        }
         let ctx = self.parser.context().clone();
         self.retired = self.stats();
         self.parser = FileParser::new((*self.meta).clone(), self.node, None);

@@ -22,6 +22,8 @@ pub(super) struct Sent {
     pub doc_id: u128,
     /// The entry's time (the record's, or the one it was given).
     pub time: i64,
+    /// The batch it went out in.
+    pub seq: u64,
 }
 
 pub(super) struct Rig {
@@ -43,14 +45,24 @@ impl Rig {
     /// changes handed to [`Rig::round`] and the listings they ask for find files,
     /// as in the agent, where the periodic listing is minutes away.
     pub fn with(tag: &str, max_open: usize, watched: bool) -> Rig {
+        Rig::with_source(tag, max_open, watched, "")
+    }
+
+    /// [`Rig::with`], with more `[source]` keys (`extra`, TOML lines).
+    pub fn with_source(tag: &str, max_open: usize, watched: bool, extra: &str) -> Rig {
         let dir = std::env::temp_dir().join(format!("raylog-src-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ray/session_2026-11-30_09-00-00_000000_1/logs")).unwrap();
         let toml = format!(
-            "[source]\npaths = [\"{}\"]\nstate_dir = \"{}\"\nidle_flush = \"1ms\"\npartial_line_timeout = \"1ms\"\n\
+            "[source]\npaths = [\"{}\"]\nstate_dir = \"{}\"\nidle_flush = \"1ms\"\n{}\
              close_inactive = \"1h\"\n[batch]\nmax_wait = \"1ms\"\n[api]\naddress = \"\"\n",
             dir.join("ray").display(),
-            dir.join("state").display()
+            dir.join("state").display(),
+            if extra.contains("partial_line_timeout") {
+                extra.to_string()
+            } else {
+                format!("partial_line_timeout = \"1ms\"\n{extra}")
+            }
         );
         let (_, cfg) = crate::agent::config::parse(&toml, "test").unwrap();
         let (source, batches, pending) = Rig::source(&cfg, Resume::default(), max_open, watched);
@@ -85,9 +97,18 @@ impl Rig {
         self.restart_edited(unacked, |_| {});
     }
 
+    /// [`Rig::restart`]; returns the numbers of the batches not acknowledged.
+    pub fn restart_unacked(&mut self, unacked: usize) -> Vec<u64> {
+        self.restart_edited(unacked, |_| {})
+    }
+
     /// [`Rig::restart`], each checkpoint saved edited by `edit` first (as an
     /// older raylog, or another file on the inode, would have left it).
-    pub fn restart_edited(&mut self, unacked: usize, edit: impl Fn(&mut crate::agent::checkpoint::FileCheckpoint)) {
+    pub fn restart_edited(
+        &mut self,
+        unacked: usize,
+        edit: impl Fn(&mut crate::agent::checkpoint::FileCheckpoint),
+    ) -> Vec<u64> {
         let state = self.cfg.source.state_dir.clone();
         let (mut store, _) = crate::agent::checkpoint::CheckpointStore::open(&state, 86_400).unwrap();
         let mut flights = vec![];
@@ -95,8 +116,14 @@ impl Rig {
             flights.push(f);
         }
         let acked = flights.len().saturating_sub(unacked);
+        let lost: Vec<u64> = flights[acked..].iter().map(|f| f.seq).collect();
+        let debug = std::env::var_os("RAYLOG_MODEL_DEBUG").is_some();
         for f in flights.into_iter().take(acked) {
+            let seq = f.seq;
             f.marks.into_iter().flat_map(|m| m.positions).chain(f.positions).for_each(|mut cp| {
+                if debug {
+                    eprintln!("  saved from batch {seq}: {:?} at {}", cp.key, cp.offset);
+                }
                 edit(&mut cp);
                 store.update(cp)
             });
@@ -105,7 +132,15 @@ impl Rig {
         drop(store);
         let _ = self.sent();
         let resume = crate::agent::checkpoint::CheckpointStore::open(&state, 86_400).unwrap().1;
+        if debug {
+            for e in std::fs::read_dir(&state).unwrap().flatten() {
+                if e.file_name().to_string_lossy().starts_with("times.") {
+                    eprintln!("  {}: {}", e.file_name().to_string_lossy(), std::fs::read_to_string(e.path()).unwrap());
+                }
+            }
+        }
         (self.source, self.batches, self.pending) = Rig::source(&self.cfg, resume, self.max_open, self.watched);
+        lost
     }
 
     pub fn logs(&self) -> PathBuf {
@@ -161,7 +196,7 @@ impl Rig {
             for e in &b.entries {
                 let v: serde_json::Value = serde_json::from_str(b.json_of(e)).unwrap();
                 let message = v["message"].as_str().unwrap().to_string();
-                got.push(Sent { message, offset: e.offset, doc_id: e.doc_id, time: e.timestamp_ns });
+                got.push(Sent { message, offset: e.offset, doc_id: e.doc_id, time: e.timestamp_ns, seq: b.seq });
             }
         }
         got
