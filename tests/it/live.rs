@@ -26,7 +26,7 @@ use super::loki_real::RealLoki;
 
 /// One scratch dir; short, since Ray's unix socket paths must stay under 107 bytes.
 /// Removed after a pass; kept (with Ray stopped) after a failure, for a look.
-struct Scratch(PathBuf, PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf, pub(crate) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -45,7 +45,7 @@ impl Drop for Scratch {
 }
 
 /// A child process killed if the test panics before it ends.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -54,12 +54,12 @@ impl Drop for Killed {
     }
 }
 
-fn repo() -> &'static Path {
+pub(crate) fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The venv's python, installing Ray first if this machine has not got it yet.
-fn ray_python() -> PathBuf {
+pub(crate) fn ray_python() -> PathBuf {
     let out = Command::new("bash")
         .arg(repo().join("tests/live/setup-venv.sh"))
         .stderr(Stdio::inherit())
@@ -124,7 +124,7 @@ fn ship(config: &Path, once: bool) -> Child {
     c.stdout(Stdio::null()).stderr(Stdio::inherit()).spawn().expect("start raylog ship")
 }
 
-fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+pub(crate) fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {
         if let Some(st) = child.try_wait().unwrap() {

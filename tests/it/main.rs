@@ -15,6 +15,7 @@ mod instructions;
 mod live;
 mod live_check;
 mod live_events;
+mod live_kill;
 mod loki_real;
 mod manyfiles;
 mod otlp;
