@@ -44,6 +44,11 @@ impl Drop for Scratch {
     }
 }
 
+/// Held by each test that starts a Ray cluster: Ray's `address="auto"` (which the
+/// workload's drivers use) finds the cluster started last on the machine, so two
+/// at once would send one test's jobs to the other's cluster.
+pub(crate) static RAY_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A child process killed if the test panics before it ends.
 pub(crate) struct Killed(pub(crate) Child);
 
@@ -193,6 +198,7 @@ fn live_ray_cluster_end_to_end() {
         eprintln!("SKIPPED live_ray_cluster_end_to_end: RAYLOG_SKIP_LIVE is set");
         return;
     }
+    let _one_cluster = RAY_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let python = ray_python();
     let dir = Scratch(std::env::temp_dir().join(format!("rl-live-{}", std::process::id())), python.clone());
     let _ = std::fs::remove_dir_all(&dir.0);

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::live::{ray_python, repo, wait_exit, Killed, Scratch};
+use super::live::{ray_python, repo, wait_exit, Killed, Scratch, RAY_CLUSTER};
 use super::loki_real::RealLoki;
 
 /// How long the job prints, and when the agent is killed (from the job's start).
@@ -83,6 +83,7 @@ fn real_ray_prints_are_stored_once_through_three_sigkills_under_429s() {
         eprintln!("SKIPPED real_ray_prints_are_stored_once_through_three_sigkills_under_429s: RAYLOG_SKIP_LIVE is set");
         return;
     }
+    let _one_cluster = RAY_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(loki) = RealLoki::start("live_kill", LIMITS) else { return };
     let python = ray_python();
     let dir = Scratch(std::env::temp_dir().join(format!("rl-kill-{}", std::process::id())), python.clone());

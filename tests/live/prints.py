@@ -1,10 +1,12 @@
 """A minute of prints from actors and tasks, for `tests/it/live_kill.rs`.
 
     python prints.py run TEMP_DIR MANIFEST [SECONDS]   # the scenario (the test calls this)
-    python prints.py driver MANIFEST SECONDS           # the job (run by `run`)
+    python prints.py driver MANIFEST SECONDS ADDRESS   # the job (run by `run`)
 
 `run` starts a local Ray with `workload.py`'s settings (small rotation limits, so files
 rotate while the agent is being killed), runs one job for SECONDS (60) and stops Ray.
+`tests/it/live.rs` runs its own cluster: the two tests take turns (a lock), and this
+job names its cluster's address rather than `auto`.
 The job keeps two actors and a stream of tasks printing, each a line every 50 ms. Every
 printed line carries a unique token `KILL-<who>-<n>`; MANIFEST gets one JSON object per
 token with the ids Ray's runtime context reports where it printed (`actor_id` for an
@@ -23,9 +25,14 @@ PERIOD = 0.05
 
 def run(temp_dir, manifest, seconds):
     open(manifest, "w").close()
-    workload.start_ray(temp_dir)
+    # Its own port, named to the driver: `address="auto"` finds the cluster started
+    # last on the machine, which may be another test's.
+    port = workload.free_port()
+    workload.sh([os.path.join(workload.BIN, "ray"), "start", "--head", "--num-cpus=2", "--disable-usage-stats",
+                 f"--temp-dir={temp_dir}", f"--port={port}", "--node-ip-address=127.0.0.1",
+                 "--include-dashboard=false"])
     try:
-        workload.sh([sys.executable, HERE, "driver", manifest, str(seconds)])
+        workload.sh([sys.executable, HERE, "driver", manifest, str(seconds), f"127.0.0.1:{port}"])
         time.sleep(2)  # log_monitor and the writers flush
     finally:
         workload.stop_ray(temp_dir)
@@ -50,10 +57,10 @@ def talk(who, kind, until):
     return rows
 
 
-def driver(manifest, seconds):
+def driver(manifest, seconds, address):
     import ray
 
-    ray.init(address="auto")
+    ray.init(address=address)
 
     @ray.remote(num_cpus=0)
     class Talker:
@@ -85,6 +92,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 60)
     elif sys.argv[1] == "driver":
-        driver(sys.argv[2], float(sys.argv[3]))
+        driver(sys.argv[2], float(sys.argv[3]), sys.argv[4])
     else:
         sys.exit(__doc__)

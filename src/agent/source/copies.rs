@@ -130,10 +130,12 @@ impl Source {
             // are read again from the copy, as the copy's: held as the original's,
             // their checkpoint would be the original's, whose bytes the truncation
             // takes, while the copy's checkpoint passed them.
-            let held = self.enrich.hold.min_offset(&from.key).filter(|&h| h < read);
-            if let Some(h) = held {
+            let held =
+                self.enrich.hold.resume_point(&from.key).filter(|(h, _)| *h < read).map(|(h, at)| (h, at.clone()));
+            if let Some((h, at)) = held {
                 self.enrich.hold.drop_from(&from.key, h);
-                from.read = h;
+                // With the context there (markers, last own time), as a checkpoint would.
+                (from.read, from.context, from.last_time) = (h, at.context, at.last_time_ns);
             } else if read > from.read {
                 // Found before the truncation, from an open file whose parser still
                 // holds records: they go out now, as that file's (a truncation, or
