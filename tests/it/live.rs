@@ -83,7 +83,7 @@ fn free_port() -> u16 {
 /// two pieces happened (the live agent then emitted the dump as two records, which
 /// the archive run, reading the finished file, does not: a full parallel test run
 /// failed that way, the test alone passed).
-fn write_config(dir: &Path, name: &str, state: &Path, sinks: &str, api: &str) -> PathBuf {
+pub(crate) fn write_config(dir: &Path, name: &str, state: &Path, sinks: &str, api: &str) -> PathBuf {
     let cfg = format!(
         r#"
 [source]

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::live::{ray_python, repo, wait_exit, Killed, Scratch, RAY_CLUSTER};
+use super::live::{ray_python, repo, wait_exit, write_config, Killed, Scratch, RAY_CLUSTER};
 use super::loki_real::RealLoki;
 
 /// How long the job prints, and when the agent is killed (from the job's start).
@@ -29,32 +29,10 @@ const LIMITS: &str = "  ingestion_rate_mb: 0.1\n  ingestion_burst_size_mb: 0.1";
 /// How long the agent stays down after each SIGKILL.
 const DOWN: Duration = Duration::from_secs(2);
 
+/// The live test's agent config (cluster `live`), shipping to `loki` alone.
 fn config(dir: &Path, loki: &RealLoki) -> std::path::PathBuf {
-    let cfg = format!(
-        r#"
-[source]
-paths = ["{ray}"]
-state_dir = "{state}"
-poll_interval = "250ms"
-idle_flush = "1s"
-[node]
-name = "kill-node"
-cluster = "kill"
-[batch]
-max_wait = "200ms"
-[api]
-address = ""
-[[sinks]]
-type = "loki"
-endpoint = "{url}"
-"#,
-        ray = dir.join("ray").display(),
-        state = dir.join("state").display(),
-        url = loki.url(),
-    );
-    let p = dir.join("kill.toml");
-    std::fs::write(&p, cfg).unwrap();
-    p
+    let sinks = format!("[[sinks]]\ntype = \"loki\"\nendpoint = \"{}\"\n", loki.url());
+    write_config(dir, "kill.toml", &dir.join("state"), &sinks, "")
 }
 
 fn ship(config: &Path, log: &Path) -> Child {
@@ -129,7 +107,7 @@ fn real_ray_prints_are_stored_once_through_three_sigkills_under_429s() {
     assert!(actor_prints > 500 && printed.len() > actor_prints, "{} prints, {actor_prints} by actors", printed.len());
 
     // Everything read goes out at Loki's pace; then the agent stops as a service would.
-    let query = "{cluster=\"kill\"} |= \"raylog-kill KILL-\"";
+    let query = "{cluster=\"live\"} |= \"raylog-kill KILL-\"";
     let stored = loki.stored(query, printed.len() as u64);
     let term = Command::new("kill").args(["-TERM", &agent.0.id().to_string()]).status().unwrap();
     assert!(term.success());
