@@ -144,6 +144,12 @@ impl Dispatcher {
     }
 }
 
+/// The least time between the starts of two saves. A sink that stores a batch in
+/// many pushes reports each (see [`crate::agent::sinks::Progress`]); saving after
+/// every one (an fsync each) took a 64 MiB `ship --once` into Loki in 64 KiB pushes
+/// from 0.06 to 0.2 s of system CPU. A restart resends at most this much more.
+const SAVE_GAP: Duration = Duration::from_millis(20);
+
 /// Applies checkpoints in batch order once every sink acknowledged; saves them.
 /// Returns when both channels closed (the reader and every sink stopped), after
 /// the last save, with what was left unacknowledged.
@@ -168,9 +174,12 @@ pub async fn track_acks(
     // After a failed save, the next try waits for the tick: a full disk must not
     // make this loop spin.
     let mut next_try = tokio::time::Instant::now();
+    // When the next save may start (see `SAVE_GAP`).
+    let mut next_save = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let (mut pending_open, mut acks_open) = (true, true);
     while pending_open || acks_open {
+        let deferred = store.is_dirty() && saving.is_none() && next_save > tokio::time::Instant::now();
         tokio::select! {
             p = pending.recv(), if pending_open => match p {
                 Some(p) => {
@@ -197,6 +206,7 @@ pub async fn track_acks(
                     next_try = tokio::time::Instant::now() + Duration::from_secs(1);
                 }
             }
+            _ = tokio::time::sleep_until(next_save), if deferred => {}
             _ = tick.tick() => {}
         }
         // Apply every fully acknowledged batch at the front, in order, then the
@@ -214,7 +224,9 @@ pub async fn track_acks(
             }
             store.applied(seq);
         }
-        if store.is_dirty() && saving.is_none() && tokio::time::Instant::now() >= next_try {
+        let now = tokio::time::Instant::now();
+        if store.is_dirty() && saving.is_none() && now >= next_try && now >= next_save {
+            next_save = now + SAVE_GAP;
             let batch = store.take();
             saving = Some(tokio::task::spawn_blocking(move || batch.write()));
         }

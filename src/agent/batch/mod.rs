@@ -28,6 +28,11 @@ pub struct Span {
 }
 
 impl Span {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

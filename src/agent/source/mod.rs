@@ -98,18 +98,21 @@ pub use wake::{Changes, Wake};
 const READ_BUDGET: u64 = 256 << 10;
 /// What a stop reads at most of each file already deleted (see `Source::stop`).
 const STOP_READ_MAX: u64 = 64 << 20;
-/// The most one read asks for: a round's budget takes several. Parsing a chunk
-/// writes its records into the batch, and a chunk that stays in the core's L2 while
-/// that happens is parsed for less: `ship --once` to Loki took 0.937x the CPU with
-/// 64 KiB against 256 KiB (median of 20 alternating pairs, lower in 17; 256 MiB
-/// tree, 6 December). Longer lines are held across chunks by the parser.
-const READ_CHUNK: usize = 64 << 10;
+/// The most one read asks for: a round's budget takes several, with a [`Mark`]
+/// possible between two. Parsing a chunk writes its records into the batch, and a
+/// chunk that stays in the core's L2 while that happens is parsed for less (64 KiB
+/// took 0.937x the CPU of 256 KiB into Loki, 6 December). 16 KiB lets a file read
+/// in one round be checkpointed every ~40 lines rather than ~150: a SIGKILL while
+/// Loki pushed back resent 0.3-1.2 % of lines (8 runs of `ship_bench.py pushback`)
+/// where 64 KiB resent 0.4-3.6 % (13 runs), for the same CPU (`ship --once` to Loki
+/// 0.95x, to OTLP 1.02x, with `max_push_bytes` and the ack tracker's save gap; 7
+/// December). Longer lines are held across chunks by the parser.
+const READ_CHUNK: usize = 16 << 10;
 /// Held records released into the batch between checks for a full batch.
 const RELEASE_BUDGET: usize = 1000;
-/// A batch's bytes between two [`Mark`]s: a sixteenth of the 1 MiB default batch,
-/// under the 128 KiB Loki's per-stream pacing puts in one push, so a batch that
-/// takes a dozen pushes has a mark at about every push.
-const MARK_BYTES: usize = 64 << 10;
+/// A batch's bytes between two [`Mark`]s: one read chunk's worth, well under the
+/// 128 KiB a Loki push carries (`max_push_bytes`), so each push passes marks.
+const MARK_BYTES: usize = 16 << 10;
 /// The most a round that caught up waits before the next (see [`Source::linger`]).
 const LINGER: Duration = Duration::from_millis(25);
 /// How far past the oldest pending record (of its merge group) a file read in one

@@ -83,6 +83,10 @@ pub struct LokiRaw {
     /// under a stock Loki's `shard_streams.desired_rate` (1536KB): a stream Loki
     /// shards spreads a resent entry over another shard, stored twice. `0`: unpaced.
     pub max_stream_bytes_per_second: Option<SizeValue>,
+    /// Most bytes (before compression) one push carries; a batch is sent in parts
+    /// of this size. Default `"128KiB"`: what a SIGKILL finds in flight is sent
+    /// again, so smaller pushes resend less.
+    pub max_push_bytes: Option<SizeValue>,
 }
 
 /// Wire encoding of a push.
@@ -122,7 +126,15 @@ pub struct LokiConfig {
     pub reject_future_after: std::time::Duration,
     pub max_bytes_per_second: Option<u64>,
     pub max_stream_bytes_per_second: Option<u64>,
+    pub max_push_bytes: usize,
 }
+
+/// `max_push_bytes` by default. The entries of a push in flight when the agent is
+/// SIGKILLed are sent again by the next start (Loki may have stored them), so a
+/// 1 MiB batch pushed whole resends up to 1 MiB. 128 KiB is what the stream pacing
+/// already put in most pushes, and costs no CPU measurably (`ship --once` of 64 MiB:
+/// 0.95x); 64 KiB cost 1.2x, 32 KiB 1.7x (the requests themselves).
+pub const DEFAULT_PUSH_BYTES: u64 = 128 << 10;
 
 /// Loki's default `max_line_size`.
 pub const LOKI_MAX_LINE: u64 = 256 << 10;
@@ -236,6 +248,10 @@ impl LokiRaw {
         if (1..8192).contains(&stream_pace) {
             p.add(&stream_key, "must be 0 (unpaced) or at least 8KiB");
         }
+        let max_push_bytes = self
+            .max_push_bytes
+            .as_ref()
+            .map_or(DEFAULT_PUSH_BYTES, |v| v.get(&format!("{key}.max_push_bytes"), 4 << 10..=1 << 30, p));
         LokiConfig {
             name: self.name.clone().unwrap_or_else(|| "loki".into()),
             push_url: http.url,
@@ -252,6 +268,7 @@ impl LokiRaw {
             reject_future_after,
             max_bytes_per_second,
             max_stream_bytes_per_second: (stream_pace > 0).then_some(stream_pace),
+            max_push_bytes: max_push_bytes as usize,
         }
     }
 

@@ -97,7 +97,9 @@ impl LokiSink {
         };
         let send = self.set_aside_by_age(batch, selected, &mut d);
         let (mut bytes, mut budget, mut requests) = (0, SETTLE_BUDGET, 0);
-        let mut todo = vec![send];
+        // Popped from the end: the first part last.
+        let mut todo = parts(batch, send, self.cfg.max_push_bytes);
+        todo.reverse();
         while let Some(part) = todo.pop() {
             if part.is_empty() {
                 continue;
@@ -237,6 +239,30 @@ impl LokiSink {
         }
         Err(loki_status_error(status, text.trim(), wait))
     }
+}
+
+/// `selected` cut, in order, into parts of about `max_bytes` each (a message and a
+/// guess at its labels and metadata): estimated before encoding, so a large batch is
+/// encoded once rather than halved until it fits.
+fn parts(batch: &Batch, selected: Vec<u32>, max_bytes: usize) -> Vec<Vec<u32>> {
+    /// A guess at what an entry carries beside its message (its time, metadata).
+    const ENTRY_OVERHEAD: usize = 160;
+    let size = |i: u32| batch.entries.get(i as usize).map_or(0, |e| e.message.len()) + ENTRY_OVERHEAD;
+    if selected.iter().map(|&i| size(i)).sum::<usize>() <= max_bytes {
+        return vec![selected];
+    }
+    let mut out = Vec::new();
+    let (mut part, mut bytes) = (Vec::new(), 0);
+    for i in selected {
+        if bytes + size(i) > max_bytes && !part.is_empty() {
+            out.push(std::mem::take(&mut part));
+            bytes = 0;
+        }
+        bytes += size(i);
+        part.push(i);
+    }
+    out.push(part);
+    out
 }
 
 /// The entries of `stream` (in the order sent, oldest first) that Loki refused.

@@ -791,3 +791,37 @@ async fn progress_never_passes_an_entry_not_stored() {
     assert_eq!(stored(&server).len(), 120, "everything stored in the end");
     assert!(reports >= 4, "progress was reported ({reports} reports in {rounds} rounds)");
 }
+
+/// A batch larger than `max_push_bytes` goes in pushes of about that size, in batch
+/// order, each entry once: what a SIGKILL finds in flight (and the next start sends
+/// again) is one such push, not the batch.
+#[tokio::test]
+async fn a_batch_goes_in_pushes_of_max_push_bytes() {
+    let server = loki::start().await;
+    let node = Arc::new(NodeIdentity::new("node-a".into(), None, BTreeMap::new()));
+    let mut batch = Batch::new(1, node);
+    let mut corr = Correlator::new();
+    // 120 lines of about 150 bytes: 18 KiB of messages, over four 4 KiB pushes' worth.
+    let text: String = (0..120)
+        .map(|i| format!("[2026-11-30 09:31:42,{i:03} I 7303 7314] (raylet) a.cc:1: tick {i}; {}\n", "x".repeat(90)))
+        .collect();
+    parse_into(&mut batch, &mut corr, "raylet.out", &text);
+    assert_eq!(batch.len(), 120);
+    let mut sink = LokiSink::new(config(&server, |r| r.max_push_bytes = Some(SizeValue::Text("4KiB".into()))));
+    let (d, _) = sink.send(&batch, None).await.expect("stored");
+    assert!(d.retry.is_empty() && d.rejected.is_empty());
+    let reqs = server.requests();
+    assert!(reqs.len() >= 4, "{} pushes", reqs.len());
+    assert!(
+        reqs.iter().all(|r| r.entries <= 4096 / 150 + 1),
+        "{:?}",
+        reqs.iter().map(|r| r.entries).collect::<Vec<_>>()
+    );
+    let ticks: Vec<usize> =
+        server.entries().iter().filter_map(|e| e.line.split("tick ").nth(1)?.split(';').next()?.parse().ok()).collect();
+    assert_eq!(ticks, (0..120).collect::<Vec<_>>(), "each entry once, in batch order");
+    // The default pushes the same batch at once.
+    let server = loki::start().await;
+    LokiSink::new(config(&server, |_| {})).send(&batch, None).await.expect("stored");
+    assert_eq!(server.requests().len(), 1);
+}
