@@ -30,6 +30,7 @@ mod keyset;
 pub mod ndjson;
 pub mod parser;
 pub mod record;
+pub mod task_logs;
 pub mod time;
 mod workers;
 

@@ -1,0 +1,190 @@
+//! Which task attempt wrote which bytes of a worker's stdout and stderr (issue #58).
+//!
+//! Ray 2.60's `TASK_LIFECYCLE_EVENT` carries a `taskLogInfo` for a normal task:
+//! `{"stdoutFile":"/tmp/ray/session_…/logs/worker-<w>-<job>-<pid>.out","stderrFile":…,
+//! "stdoutStart":"142","stdoutEnd":"164","stderrStart":"1141","stderrEnd":"1141"}`
+//! (int64s as JSON strings, as proto3 JSON writes them; numbers are read too). The
+//! start comes in an event sent while the task runs, the end in a later one, and
+//! either may come more than once: events are delivered at least once and in pieces.
+//! Actor method calls come without a range.
+//!
+//! [`TaskLogInfo::parse`] reads one spool line or bare event; [`TaskRanges`] keeps,
+//! per file, the attempts' ranges and answers, for a record's offset, which attempt
+//! wrote it ([`Lookup`]). Files are keyed by session and file name, not by path:
+//! the paths are those inside Ray's container, and the agent sees the same files
+//! mounted elsewhere.
+
+use std::collections::HashMap;
+
+use crate::id::{id_from_base64, Id};
+use crate::json::{members, Value};
+
+/// What one event says about the bytes a task attempt wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskLogInfo<'a> {
+    pub task_id: Id,
+    pub attempt: u32,
+    /// `sessionName` of the event, when it says.
+    pub session: Option<&'a str>,
+    /// The stdout file's range, then the stderr file's.
+    pub ranges: Vec<FileRange<'a>>,
+}
+
+/// A byte range of one file: `[start, end)`, `end` unknown while the task runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRange<'a> {
+    /// The file's name (what follows the last `/` of the path Ray gave).
+    pub file: &'a str,
+    pub start: u64,
+    pub end: Option<u64>,
+}
+
+impl<'a> TaskLogInfo<'a> {
+    /// The `taskLogInfo` of a spool line (`{"event":{…}}`) or a bare event; `None`
+    /// when it is not a task lifecycle event with one (or not JSON).
+    pub fn parse(text: &'a str) -> Option<TaskLogInfo<'a>> {
+        let mut event = None;
+        members(text, |k, v| {
+            if k == "event" && v.raw().starts_with('{') {
+                event = Some(v.raw());
+            }
+        })
+        .ok()?;
+        let (mut session, mut payload) = (None, None);
+        members(event.unwrap_or(text), |k, v| match k {
+            "sessionName" | "session_name" => session = v.plain_str(),
+            "taskLifecycleEvent" | "task_lifecycle_event" if v.raw().starts_with('{') => payload = Some(v.raw()),
+            _ => {}
+        })
+        .ok()?;
+        let (mut task_id, mut attempt, mut info) = (None, 0, None);
+        members(payload?, |k, v| match k {
+            "taskId" | "task_id" => task_id = v.plain_str().and_then(|s| id_from_base64(s.as_bytes())),
+            "taskAttempt" | "task_attempt" => attempt = number(v).unwrap_or(0) as u32,
+            "taskLogInfo" | "task_log_info" if v.raw().starts_with('{') => info = Some(v.raw()),
+            _ => {}
+        })
+        .ok()?;
+        let ranges = file_ranges(info?)?;
+        Some(TaskLogInfo { task_id: task_id?, attempt, session, ranges })
+    }
+}
+
+/// The stdout and stderr ranges of a `taskLogInfo` object.
+fn file_ranges(info: &str) -> Option<Vec<FileRange<'_>>> {
+    let mut f: [(Option<&str>, Option<u64>, Option<u64>); 2] = [(None, None, None); 2];
+    members(info, |k, v| {
+        let (i, what) = match k {
+            "stdoutFile" | "stdout_file" => (0, 'f'),
+            "stdoutStart" | "stdout_start" => (0, 's'),
+            "stdoutEnd" | "stdout_end" => (0, 'e'),
+            "stderrFile" | "stderr_file" => (1, 'f'),
+            "stderrStart" | "stderr_start" => (1, 's'),
+            "stderrEnd" | "stderr_end" => (1, 'e'),
+            _ => return,
+        };
+        match what {
+            'f' => f[i].0 = v.plain_str().map(|p| p.rsplit('/').next().unwrap_or(p)),
+            's' => f[i].1 = number(v),
+            _ => f[i].2 = number(v),
+        }
+    })
+    .ok()?;
+    let ranges: Vec<FileRange<'_>> = f
+        .iter()
+        .filter_map(|&(file, start, end)| {
+            let (file, start) = (file.filter(|n| !n.is_empty())?, start?);
+            Some(FileRange { file, start, end: end.filter(|&e| e >= start) })
+        })
+        .collect();
+    (!ranges.is_empty()).then_some(ranges)
+}
+
+/// An int64 as proto3 JSON writes it (a string) or as a number.
+fn number(v: Value<'_>) -> Option<u64> {
+    match v {
+        Value::Str(..) => v.plain_str()?.parse().ok(),
+        Value::Raw(r) => r.parse().ok(),
+        Value::Bare(_) => None,
+    }
+}
+
+/// Which attempt wrote a record at some offset of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Inside an attempt's range (or after the start of one not yet ended).
+    Task { task_id: Id, attempt: u32 },
+    /// No range covers it yet, and one may still come: the file has no range past
+    /// the offset. The agent holds such a record a while; offline it goes untagged.
+    NotYet,
+    /// Between two known ranges: no task wrote it (a worker's own output).
+    None,
+}
+
+/// One attempt's range in a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Range {
+    start: u64,
+    end: Option<u64>,
+    task_id: Id,
+    attempt: u32,
+}
+
+/// The ranges of every file events named, per (session, file name).
+#[derive(Debug, Default)]
+pub struct TaskRanges {
+    /// Session → file name → ranges by start. Nested so a lookup borrows its keys.
+    files: HashMap<Box<str>, HashMap<Box<str>, Vec<Range>>>,
+}
+
+impl TaskRanges {
+    pub fn new() -> TaskRanges {
+        TaskRanges::default()
+    }
+
+    /// Files with at least one range.
+    pub fn files(&self) -> usize {
+        self.files.values().map(HashMap::len).sum()
+    }
+
+    /// Takes in what an event says. `session` stands in when the event names none
+    /// (the spool of one session). Events come at least once and in pieces: the same
+    /// attempt's range is merged (an end learned later completes it).
+    pub fn add(&mut self, info: &TaskLogInfo<'_>, session: &str) {
+        let session = info.session.unwrap_or(session);
+        for r in &info.ranges {
+            let ranges = self.files.entry(session.into()).or_default().entry(r.file.into()).or_default();
+            let new = Range { start: r.start, end: r.end, task_id: info.task_id, attempt: info.attempt };
+            match ranges.iter_mut().find(|x| x.task_id == info.task_id && x.attempt == info.attempt) {
+                Some(x) => {
+                    x.start = x.start.min(r.start);
+                    x.end = x.end.max(r.end);
+                }
+                None => {
+                    let at = ranges.partition_point(|x| x.start <= new.start);
+                    ranges.insert(at, new);
+                }
+            }
+        }
+    }
+
+    /// Which attempt wrote the record at `offset` of `file` in `session`.
+    pub fn lookup(&self, session: &str, file: &str, offset: u64) -> Lookup {
+        let Some(ranges) = self.files.get(session).and_then(|f| f.get(file)) else { return Lookup::NotYet };
+        // The last range starting at or before the offset.
+        let at = ranges.partition_point(|r| r.start <= offset);
+        let Some(r) = at.checked_sub(1).map(|i| ranges[i]) else { return Lookup::None };
+        let next_start = ranges.get(at).map(|n| n.start);
+        match r.end {
+            Some(end) if offset < end => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
+            // Ended before the offset: a later task's range may still come.
+            Some(_) if next_start.is_none() => Lookup::NotYet,
+            Some(_) => Lookup::None,
+            // Running: what follows its start is its output until the next one starts.
+            None => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,121 @@
+//! Task log ranges from the events Ray 2.60 really posted (`fixtures/ray-2.60-events`),
+//! checked against the worker file the same run wrote, and the pieces events come in.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::json::elements;
+
+const SESSION: &str = "session_2026-12-01_19-45-51_773160_3103";
+const OUT_3272: &str = "worker-05bda0a4ef1f108c80eeef15850f054eca23ae47a8851b0f54432278-ffffffff-3272.out";
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ray-2.60-events")
+}
+
+fn posted_events() -> Vec<String> {
+    let mut posts: Vec<PathBuf> = std::fs::read_dir(fixture().join("posts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    posts.sort();
+    let mut out = vec![];
+    for p in posts {
+        let body = std::fs::read_to_string(&p).unwrap();
+        elements(&body, |e| out.push(e.to_string())).unwrap();
+    }
+    out
+}
+
+fn task(hex: &str) -> Id {
+    Id::parse(hex.as_bytes()).unwrap()
+}
+
+fn ranges_of_the_run() -> TaskRanges {
+    let mut t = TaskRanges::new();
+    let events = posted_events();
+    let infos: Vec<TaskLogInfo<'_>> = events.iter().filter_map(|e| TaskLogInfo::parse(e)).collect();
+    // Seven lifecycle events of the run carry a range (Python's json read them too).
+    assert_eq!(infos.len(), 7);
+    infos.iter().for_each(|i| t.add(i, "unused"));
+    t
+}
+
+/// Ray's ranges for worker 3272 (decoded from the posts by Python's base64, not by
+/// this crate) land on its `.out` file line for line: each covers what the task
+/// printed, and the `:task_name:` markers Ray writes between tasks are outside.
+#[test]
+fn the_runs_ranges_cover_each_tasks_prints_in_the_worker_file() {
+    let t = ranges_of_the_run();
+    let text = std::fs::read(fixture().join(SESSION).join("logs").join(OUT_3272)).unwrap();
+    let first = |n: &str| Lookup::Task { task_id: task(n), attempt: 0 };
+    let flaky = |attempt| Lookup::Task { task_id: task("e0dc174c83599034ffffffffffffffffffffffff01000000"), attempt };
+    let expected = [
+        (":job_id:01000000", Lookup::None),
+        (":task_name:square", Lookup::None),
+        ("square task got 1", first("16310a0f0a45af5cffffffffffffffffffffffff01000000")),
+        (":task_name:square", Lookup::None),
+        ("square task got 2", first("c2668a65bda616c1ffffffffffffffffffffffff01000000")),
+        (":task_name:square", Lookup::None),
+        ("square task got 3", first("32d950ec0ccf9d2affffffffffffffffffffffff01000000")),
+        (":task_name:flaky", Lookup::None),
+        ("flaky about to fail 7", flaky(0)),
+        (":task_name:flaky", Lookup::None),
+        ("flaky about to fail 7", flaky(1)),
+        (":task_name:tracebacks", Lookup::None),
+        ("before an empty line", first("f4402ec78d3a2607ffffffffffffffffffffffff01000000")),
+    ];
+    let mut offset = 0u64;
+    for (i, line) in text.split(|&b| b == b'\n').take(expected.len()).enumerate() {
+        let (want_text, want) = expected[i];
+        assert_eq!(String::from_utf8_lossy(line), want_text);
+        assert_eq!(t.lookup(SESSION, OUT_3272, offset), want, "line {i} at {offset}: {want_text}");
+        offset += line.len() as u64 + 1;
+    }
+    // Past the last task's range (it ended at the file's end): a later task may come.
+    assert_eq!(t.lookup(SESSION, OUT_3272, text.len() as u64), Lookup::NotYet);
+    // Another session's file of the same name is another file.
+    assert_eq!(t.lookup("session_other", OUT_3272, 40), Lookup::NotYet);
+}
+
+/// Events come in pieces and more than once: a start while the task runs tags what
+/// follows it; the end, learned later, closes it; a repeat changes nothing.
+#[test]
+fn a_range_started_tags_what_follows_until_its_end_comes() {
+    let running = r#"{"eventType":"TASK_LIFECYCLE_EVENT","sessionName":"s1","taskLifecycleEvent":{"taskId":"FjEKDwpFr1z///////////////8BAAAA","taskAttempt":2,"taskLogInfo":{"stdoutFile":"/tmp/ray/session_latest/logs/w.out","stdoutStart":"100"}}}"#;
+    let ended = r#"{"post":"p","i":0,"n":1,"event":{"eventType":"TASK_LIFECYCLE_EVENT","sessionName":"s1","taskLifecycleEvent":{"taskId":"FjEKDwpFr1z///////////////8BAAAA","taskAttempt":2,"taskLogInfo":{"stdoutFile":"/x/w.out","stdoutStart":"100","stdoutEnd":150}}}}"#;
+    let id = task("16310a0f0a45af5cffffffffffffffffffffffff01000000");
+    let mut t = TaskRanges::new();
+    let info = TaskLogInfo::parse(running).expect("a start alone is a range");
+    assert_eq!(info.ranges, vec![FileRange { file: "w.out", start: 100, end: None }]);
+    t.add(&info, "spool");
+    let tagged = Lookup::Task { task_id: id, attempt: 2 };
+    assert_eq!(t.lookup("s1", "w.out", 99), Lookup::None);
+    assert_eq!(t.lookup("s1", "w.out", 100), tagged);
+    assert_eq!(t.lookup("s1", "w.out", 10_000), tagged, "open: a long task's prints are tagged as they come");
+    for _ in 0..2 {
+        t.add(&TaskLogInfo::parse(ended).unwrap(), "spool");
+    }
+    assert_eq!(t.files(), 1);
+    assert_eq!(t.lookup("s1", "w.out", 149), tagged);
+    assert_eq!(t.lookup("s1", "w.out", 150), Lookup::NotYet);
+}
+
+#[test]
+fn snake_case_and_the_events_without_a_range() {
+    let snake = r#"{"event_type":"TASK_LIFECYCLE_EVENT","session_name":"s","task_lifecycle_event":{"task_id":"FjEKDwpFr1z///////////////8BAAAA","task_log_info":{"stderr_file":"a/w.err","stderr_start":"5","stderr_end":"9"}}}"#;
+    let info = TaskLogInfo::parse(snake).unwrap();
+    assert_eq!((info.attempt, info.session), (0, Some("s")));
+    assert_eq!(info.ranges, vec![FileRange { file: "w.err", start: 5, end: Some(9) }]);
+    for not in [
+        r#"{"eventType":"TASK_LIFECYCLE_EVENT","taskLifecycleEvent":{"taskId":"FjEKDwpFr1z///////////////8BAAAA"}}"#,
+        r#"{"eventType":"ACTOR_LIFECYCLE_EVENT","actorLifecycleEvent":{}}"#,
+        r#"{"eventType":"TASK_LIFECYCLE_EVENT","taskLifecycleEvent":{"taskLogInfo":{"stdoutFile":"w.out","stdoutStart":"1"}}}"#,
+        "not json",
+        "",
+    ] {
+        assert_eq!(TaskLogInfo::parse(not), None, "{not}");
+    }
+}
