@@ -211,6 +211,14 @@ fn start(
         }));
     }
     drop(ack_tx);
+    let parking_sinks = cfg.sinks.iter().filter(|sc| parks(sc)).map(|sc| sc.name());
+    for (dir, batches) in crate::agent::sinks::parked::orphans(&cfg.source.state_dir, parking_sinks) {
+        tracing::warn!(
+            dir = %dir.display(),
+            batches,
+            "parked batches of a sink no longer in the config are not sent: add the sink back under the same name to send them, or delete the directory"
+        );
+    }
     // Batches in flight are few (bounded sink queues), so is what waits for their acks.
     let (pending_tx, pending_rx) = mpsc::channel(4096);
     let out = Dispatcher { sinks: sink_txs, pending: pending_tx };

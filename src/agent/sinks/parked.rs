@@ -36,10 +36,7 @@ pub struct Parking {
 impl Parking {
     /// The parked batches of the sink named `sink` under `state_dir`.
     pub fn new(state_dir: &Path, sink: &str) -> Parking {
-        // A sink's name is free text; a directory name is not.
-        let safe: String =
-            sink.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
-        Parking { dir: state_dir.join("parked").join(safe), written: Arc::default() }
+        Parking { dir: state_dir.join("parked").join(dir_name(sink)), written: Arc::default() }
     }
 
     pub fn dir(&self) -> &Path {
@@ -101,6 +98,33 @@ impl Parking {
         std::fs::rename(path, &bad)?;
         Ok(bad)
     }
+}
+
+/// A sink's directory under `parked/`: its name is free text, a directory's is not.
+fn dir_name(sink: &str) -> String {
+    sink.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Directories under `state_dir/parked` holding parked batches of no sink in
+/// `sinks` (a sink renamed or removed since they were parked), with how many each
+/// holds. Nothing sends them; the caller says so, once, at the start.
+pub fn orphans<'a>(state_dir: &Path, sinks: impl IntoIterator<Item = &'a str>) -> Vec<(PathBuf, usize)> {
+    let known: Vec<String> = sinks.into_iter().map(dir_name).collect();
+    let Ok(dirs) = std::fs::read_dir(state_dir.join("parked")) else { return vec![] };
+    let mut out: Vec<(PathBuf, usize)> = dirs
+        .flatten()
+        .filter(|d| !known.iter().any(|k| d.file_name() == k.as_str()))
+        .filter_map(|d| {
+            let n = std::fs::read_dir(d.path())
+                .ok()?
+                .flatten()
+                .filter(|f| f.path().extension().is_some_and(|x| x == "batch"))
+                .count();
+            (n > 0).then(|| (d.path(), n))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {

@@ -332,3 +332,24 @@ async fn a_sink_naming_a_record_twice_is_counted_once_and_retried_once() {
     assert_eq!(lines.len(), 1, "{text}");
     assert!(lines[0]["record"]["message"].as_str().unwrap().ends_with("item seq=0"), "{text}");
 }
+
+/// Batches parked by a sink since renamed or removed are found (the start warns of
+/// them with their directory); a configured sink's, an empty directory's and files
+/// that are not batches are not.
+#[test]
+fn parked_batches_of_a_sink_no_longer_configured_are_found() {
+    let dir = std::env::temp_dir().join(format!("raylog-sink-orphans-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(parked::orphans(&dir, ["es"]).is_empty(), "no state dir yet");
+    let batch = crate::agent::batch::park::park(&batch_from(1, 0, 2), None);
+    for (sink, n) in [("es", 1), ("old loki", 2), ("gone", 0)] {
+        let p = parked::Parking::new(&dir, sink);
+        std::fs::create_dir_all(p.dir()).unwrap();
+        (0..n).for_each(|_| drop(p.put(&batch).unwrap()));
+    }
+    std::fs::write(parked::Parking::new(&dir, "gone").dir().join("notes.txt"), "x").unwrap();
+    let found = parked::orphans(&dir, ["es"]);
+    assert_eq!(found, vec![(dir.join("parked").join("old_loki"), 2)]);
+    assert!(parked::orphans(&dir, ["es", "old loki"]).is_empty(), "the same name, as configured");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
