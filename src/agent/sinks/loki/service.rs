@@ -247,7 +247,9 @@ impl LokiSink {
 fn parts(batch: &Batch, selected: Vec<u32>, max_bytes: usize) -> Vec<Vec<u32>> {
     /// A guess at what an entry carries beside its message (its time, metadata).
     const ENTRY_OVERHEAD: usize = 160;
-    let size = |i: u32| batch.entries.get(i as usize).map_or(0, |e| e.message.len()) + ENTRY_OVERHEAD;
+    // The line is the message, or the record's JSON (`line_format = "json"`).
+    let line = |e: &crate::agent::batch::BatchRecord| e.message.len().max(e.json.1 as usize);
+    let size = |i: u32| batch.entries.get(i as usize).map_or(0, line) + ENTRY_OVERHEAD;
     if selected.iter().map(|&i| size(i)).sum::<usize>() <= max_bytes {
         return vec![selected];
     }

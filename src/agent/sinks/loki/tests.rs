@@ -820,6 +820,22 @@ async fn a_batch_goes_in_pushes_of_max_push_bytes() {
     let ticks: Vec<usize> =
         server.entries().iter().filter_map(|e| e.line.split("tick ").nth(1)?.split(';').next()?.parse().ok()).collect();
     assert_eq!(ticks, (0..120).collect::<Vec<_>>(), "each entry once, in batch order");
+    // Whole records as lines (`line_format = "json"`): the cut counts the JSON.
+    let server = loki::start().await;
+    let edit = |r: &mut LokiRaw| {
+        r.max_push_bytes = Some(SizeValue::Text("4KiB".into()));
+        r.line_format = Some("json".into());
+    };
+    LokiSink::new(config(&server, edit)).send(&batch, None).await.expect("stored");
+    let shortest = server.entries().iter().map(|e| e.line.len()).min().unwrap();
+    assert!(shortest > 300, "a JSON line holds the record: {shortest} bytes");
+    let reqs = server.requests();
+    assert!(
+        reqs.iter().all(|r| r.entries <= 4096 / shortest + 1),
+        "{:?}",
+        reqs.iter().map(|r| r.entries).collect::<Vec<_>>()
+    );
+    assert_eq!(server.entries().len(), 120);
     // The default pushes the same batch at once.
     let server = loki::start().await;
     LokiSink::new(config(&server, |_| {})).send(&batch, None).await.expect("stored");
