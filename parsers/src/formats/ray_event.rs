@@ -304,4 +304,4 @@ fn number(t: &str) -> Option<Option<i128>> {
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

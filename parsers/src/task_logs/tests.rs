@@ -1,33 +1,12 @@
 //! Task log ranges from the events Ray 2.60 really posted (`fixtures/ray-2.60-events`),
 //! checked against the worker file the same run wrote, and the pieces events come in.
 
-use std::path::{Path, PathBuf};
-
 use super::*;
-use crate::json::elements;
+// The fixture and its posts, read as the event parser's tests read them.
+use crate::formats::ray_event::tests::{fixture, posted_events};
 
 const SESSION: &str = "session_2026-12-01_19-45-51_773160_3103";
 const OUT_3272: &str = "worker-05bda0a4ef1f108c80eeef15850f054eca23ae47a8851b0f54432278-ffffffff-3272.out";
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ray-2.60-events")
-}
-
-fn posted_events() -> Vec<String> {
-    let mut posts: Vec<PathBuf> = std::fs::read_dir(fixture().join("posts"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    posts.sort();
-    let mut out = vec![];
-    for p in posts {
-        let body = std::fs::read_to_string(&p).unwrap();
-        elements(&body, |e| out.push(e.to_string())).unwrap();
-    }
-    out
-}
 
 fn task(hex: &str) -> Id {
     Id::parse(hex.as_bytes()).unwrap()

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::json::elements;
 
-fn fixture() -> PathBuf {
+pub(crate) fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ray-2.60-events")
 }
 
 /// Every event of every post, in order, as raw JSON text.
-fn posted_events() -> Vec<String> {
+pub(crate) fn posted_events() -> Vec<String> {
     let mut posts: Vec<PathBuf> = std::fs::read_dir(fixture().join("posts"))
         .unwrap()
         .flatten()
