@@ -194,6 +194,36 @@ fn discover_dir(canon: &Path, shown: &Path, d: &mut Discovered) {
         let i = d.dir_index(logs.display().to_string(), session_of_path(&logs));
         walk(&logs, &logs, i, d);
     }
+    // raylog's spool of Ray's events kept beside the sessions (an agent's
+    // `state_dir/ray_events` copied with the logs): its task events tag the prints.
+    let mut spools = vec![];
+    find_spools(canon, 4, &mut spools);
+    for dir in spools {
+        let i = d.dir_index(dir.display().to_string(), None);
+        walk(&dir, &dir, i, d);
+    }
+}
+
+/// Finds dirs holding raylog's event spool (`ray_events-<seq>.ndjson`), up to a few
+/// levels down, outside `session_*` dirs (whose logs are read whole anyway).
+fn find_spools(root: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(root) else { return };
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    let mut holds = false;
+    for e in entries {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        match e.file_type() {
+            Ok(t) if t.is_dir() && depth > 0 && !name.starts_with("session_") => find_spools(&e.path(), depth - 1, out),
+            // As `raylog_parsers::classify` names the spool's segments.
+            Ok(t) if t.is_file() => holds |= name.starts_with("ray_events-") && name.ends_with(".ndjson"),
+            _ => {}
+        }
+    }
+    if holds {
+        out.push(root.to_path_buf());
+    }
 }
 
 /// Adds every regular file under `dir` (recursively, symlinks not followed).

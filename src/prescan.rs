@@ -52,7 +52,7 @@ pub fn first_line_time(meta: &FileMeta, chunk: &[u8], zone: &Zone) -> Option<Tim
 
 /// Whether pass one needs this file.
 pub fn wanted_by_prescan(meta: &FileMeta) -> bool {
-    matches!(meta.component.as_str(), "core_worker" | "gcs_server" | "raylet" | "worker")
+    matches!(meta.component.as_str(), "core_worker" | "gcs_server" | "raylet" | "worker" | "ray_event")
 }
 
 /// How much of a file pass one reads: worker files carry their markers at the top

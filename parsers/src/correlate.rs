@@ -27,6 +27,7 @@ use crate::classify::FileMeta;
 use crate::id::{Id, ACTOR_HEX, WORKER_HEX};
 use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::Ids;
+use crate::task_logs::{Lookup, TaskLogInfo, TaskRanges};
 use crate::time::{Timestamp, Zone};
 use crate::workers::Workers;
 
@@ -43,6 +44,8 @@ pub struct Correlator {
     learned: u64,
     /// See [`Correlator::changes`].
     changes: u64,
+    /// Which task attempt wrote which bytes of worker files (Ray's task events).
+    tasks: TaskRanges,
 }
 
 /// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
@@ -149,8 +152,51 @@ impl Correlator {
         true
     }
 
-    /// How many worker → actor links were learned or changed so far: a cheap
-    /// "anything new?" for those waiting on links.
+    /// Takes in a task attempt's byte ranges, from an event of `session` (which
+    /// stands in when the event names none). Returns true when anything changed.
+    pub fn learn_task_log(&mut self, info: &TaskLogInfo<'_>, session: &str) -> bool {
+        let changed = self.tasks.add(info, session);
+        if changed {
+            self.learned += 1;
+            self.changes += 1;
+        }
+        changed
+    }
+
+    /// The task ranges known (the agent journals and restores them).
+    pub fn tasks_mut(&mut self) -> &mut TaskRanges {
+        &mut self.tasks
+    }
+
+    /// [`Correlator::tasks_mut`], to read.
+    pub fn tasks(&self) -> &TaskRanges {
+        &self.tasks
+    }
+
+    /// Which task attempt wrote the record at `offset` of `file`, for a task
+    /// worker's stdout or stderr (`None` for any other file). The file is known by
+    /// its session and name, as Ray's events name it: a rotated copy
+    /// (`worker-….out.1`) by the name it was written under.
+    pub fn task_at(&self, file: &FileMeta, offset: u64) -> Option<Lookup> {
+        if file.component != "worker" || file.stream.is_none() || file.worker_id.is_none() {
+            return None;
+        }
+        let name = file.rel_path.rsplit('/').next().unwrap_or(&file.rel_path);
+        let name = match file.rotation {
+            Some(n) => name.strip_suffix(n.to_string().as_str()).and_then(|s| s.strip_suffix('.')).unwrap_or(name),
+            None => name,
+        };
+        Some(self.tasks.lookup_in(file.session.as_deref(), name, offset))
+    }
+
+    /// Whether a print of `file` can still wait for a task range: its session's
+    /// events have named ranges (see [`TaskRanges::expects`]).
+    pub fn expects_tasks(&self, file: &FileMeta) -> bool {
+        self.tasks.expects(file.session.as_deref())
+    }
+
+    /// How many worker → actor links (and task ranges) were learned or changed so
+    /// far: a cheap "anything new?" for those waiting on them.
     pub fn learned(&self) -> u64 {
         self.learned
     }
@@ -226,6 +272,25 @@ impl Correlator {
         let (links, changes) = self.workers.absorb(&other.workers);
         self.learned += links;
         self.changes += changes;
+        for r in other.tasks.saved() {
+            if self.tasks.restore(&r) {
+                self.learned += 1;
+                self.changes += 1;
+            }
+        }
+    }
+
+    /// Takes in the task ranges a spool line of `file` (a `ray_event` file) states,
+    /// if any. A substring test first: most events carry none.
+    pub fn learn_task_log_of(&mut self, file: &FileMeta, text: &str) -> bool {
+        let finder = |n: &[u8]| memchr::memmem::find(text.as_bytes(), n).is_some();
+        if !(finder(b"askLogInfo") || finder(b"ask_log_info")) {
+            return false;
+        }
+        match TaskLogInfo::parse(text) {
+            Some(info) => self.learn_task_log(&info, file.session.as_deref().unwrap_or("")),
+            None => false,
+        }
     }
 
     /// Workers known (see [`Correlator::forget_workers`]).
@@ -310,6 +375,7 @@ impl Correlator {
                             self.link(w, a);
                         }
                     }
+                    self.learn_task_log_of(file, text);
                 }
             }
             "gcs_server" | "raylet" => {

@@ -112,6 +112,10 @@ pub fn write_record_pieces(out: &mut Vec<u8>, rec: &Record<'_>) -> Pieces {
     id(out, b",\"worker_id\":\"", &ids.worker_id);
     id(out, b",\"actor_id\":\"", &ids.actor_id);
     id(out, b",\"task_id\":\"", &ids.task_id);
+    if let Some(a) = ids.task_attempt {
+        out.extend_from_slice(b",\"task_attempt\":");
+        num(out, a as u64);
+    }
     if let Some(p) = rec.pid {
         out.extend_from_slice(b",\"pid\":");
         num(out, p as u64);

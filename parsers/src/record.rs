@@ -183,6 +183,9 @@ pub struct Ids {
     pub worker_id: Option<Id>,
     pub actor_id: Option<Id>,
     pub task_id: Option<Id>,
+    /// The attempt of `task_id` that printed the record, where Ray's task events
+    /// say which bytes each attempt wrote (see `crate::task_logs`).
+    pub task_attempt: Option<u32>,
 }
 
 impl Ids {
@@ -192,7 +195,10 @@ impl Ids {
         self.job_id = self.job_id.or(other.job_id);
         self.worker_id = self.worker_id.or(other.worker_id);
         self.actor_id = self.actor_id.or(other.actor_id);
-        self.task_id = self.task_id.or(other.task_id);
+        if self.task_id.is_none() {
+            self.task_id = other.task_id;
+            self.task_attempt = other.task_attempt;
+        }
     }
 
     /// Fills what the id layout implies: a task's actor and job, an actor's job,
@@ -255,6 +261,10 @@ pub struct Record<'a> {
     pub fields: &'a Fields<'a>,
     /// A line was longer than `max_line_bytes` and was cut.
     pub truncated: bool,
+    /// A task worker's print that no task range covers yet, while Ray's task events
+    /// have named ranges of its session: the event naming the attempt that printed
+    /// it may still come (the agent holds it a while; see `crate::task_logs`).
+    pub task_pending: bool,
     /// The file's context where the record starts (empty where not known: records
     /// rebuilt from a batch or a scan).
     pub at: AtRecord<'a>,

@@ -131,10 +131,34 @@ struct Range {
 }
 
 /// The ranges of every file events named, per (session, file name).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TaskRanges {
     /// Session → file name → ranges by start. Nested so a lookup borrows its keys.
     files: HashMap<Box<str>, HashMap<Box<str>, Vec<Range>>>,
+    /// Files in the order their first range came, to forget the oldest past [`MAX_FILES`].
+    order: std::collections::VecDeque<(Box<str>, Box<str>)>,
+    /// Ranges added or changed since [`TaskRanges::take_changed`], when tracked
+    /// (the agent writes them ahead of the batch that carries their event).
+    changed: Option<Vec<SavedRange>>,
+}
+
+/// Files whose ranges are kept: past it the oldest file's go. A file's ranges
+/// matter while it is read, and a node has a few thousand worker files at most.
+pub const MAX_FILES: usize = 65_536;
+
+/// Ranges kept per file: past it the earliest go (a worker running millions of
+/// short tasks; its early output was read long ago).
+pub const MAX_RANGES_PER_FILE: usize = 4_096;
+
+/// One attempt's range in one file, owned: what the agent journals and restores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedRange {
+    pub session: Box<str>,
+    pub file: Box<str>,
+    pub task_id: Id,
+    pub attempt: u32,
+    pub start: u64,
+    pub end: Option<u64>,
 }
 
 impl TaskRanges {
@@ -149,40 +173,145 @@ impl TaskRanges {
 
     /// Takes in what an event says. `session` stands in when the event names none
     /// (the spool of one session). Events come at least once and in pieces: the same
-    /// attempt's range is merged (an end learned later completes it).
-    pub fn add(&mut self, info: &TaskLogInfo<'_>, session: &str) {
+    /// attempt's range is merged (an end learned later completes it). Returns
+    /// whether anything changed.
+    pub fn add(&mut self, info: &TaskLogInfo<'_>, session: &str) -> bool {
         let session = info.session.unwrap_or(session);
+        let mut changed = false;
         for r in &info.ranges {
-            let ranges = self.files.entry(session.into()).or_default().entry(r.file.into()).or_default();
-            let new = Range { start: r.start, end: r.end, task_id: info.task_id, attempt: info.attempt };
-            match ranges.iter_mut().find(|x| x.task_id == info.task_id && x.attempt == info.attempt) {
-                Some(x) => {
-                    x.start = x.start.min(r.start);
-                    x.end = x.end.max(r.end);
+            let saved = SavedRange {
+                session: session.into(),
+                file: r.file.into(),
+                task_id: info.task_id,
+                attempt: info.attempt,
+                start: r.start,
+                end: r.end,
+            };
+            changed |= self.restore(&saved);
+        }
+        changed
+    }
+
+    /// Takes in one range (as [`TaskRanges::add`] does one of an event's); returns
+    /// whether anything changed.
+    pub fn restore(&mut self, s: &SavedRange) -> bool {
+        let by_file = self.files.entry(s.session.clone()).or_default();
+        if !by_file.contains_key(&s.file) {
+            self.order.push_back((s.session.clone(), s.file.clone()));
+        }
+        let ranges = by_file.entry(s.file.clone()).or_default();
+        let new = Range { start: s.start, end: s.end, task_id: s.task_id, attempt: s.attempt };
+        let merged = match ranges.iter_mut().find(|x| x.task_id == s.task_id && x.attempt == s.attempt) {
+            Some(x) if x.start <= new.start && x.end >= new.end => return false,
+            Some(x) => {
+                x.start = x.start.min(new.start);
+                x.end = x.end.max(new.end);
+                *x
+            }
+            None => {
+                let at = ranges.partition_point(|x| x.start <= new.start);
+                ranges.insert(at, new);
+                if ranges.len() > MAX_RANGES_PER_FILE {
+                    ranges.remove(0);
                 }
-                None => {
-                    let at = ranges.partition_point(|x| x.start <= new.start);
-                    ranges.insert(at, new);
+                new
+            }
+        };
+        if merged.start != new.start && ranges.windows(2).any(|w| w[0].start > w[1].start) {
+            ranges.sort_by_key(|r| r.start);
+        }
+        if let Some(c) = &mut self.changed {
+            c.push(SavedRange { start: merged.start, end: merged.end, ..s.clone() });
+        }
+        while self.order.len() > MAX_FILES {
+            let Some((session, file)) = self.order.pop_front() else { break };
+            if let Some(f) = self.files.get_mut(&session) {
+                f.remove(&file);
+                if f.is_empty() {
+                    self.files.remove(&session);
                 }
             }
+        }
+        true
+    }
+
+    /// Starts keeping what changes, for [`TaskRanges::take_changed`].
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(Vec::new);
+    }
+
+    /// The ranges added or changed since the last call (as they stand now).
+    pub fn take_changed(&mut self) -> Vec<SavedRange> {
+        self.changed.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Every range kept, in the order their files came.
+    pub fn saved(&self) -> Vec<SavedRange> {
+        let mut out = Vec::new();
+        for (session, file) in &self.order {
+            let Some(ranges) = self.files.get(session).and_then(|f| f.get(file)) else { continue };
+            out.extend(ranges.iter().map(|r| SavedRange {
+                session: session.clone(),
+                file: file.clone(),
+                task_id: r.task_id,
+                attempt: r.attempt,
+                start: r.start,
+                end: r.end,
+            }));
+        }
+        out
+    }
+
+    /// Whether any range of `session` is known (of any session when `None`): only
+    /// then can a print wait for one (a cluster that does not export task events
+    /// never sends any).
+    pub fn expects(&self, session: Option<&str>) -> bool {
+        match session {
+            Some(s) => self.files.contains_key(s) || self.files.contains_key(""),
+            None => !self.files.is_empty(),
+        }
+    }
+
+    /// [`TaskRanges::lookup`] where the session may be unknown (a logs dir not
+    /// under its `session_*` dir, as an archive may hold it): then the file name
+    /// alone, which holds the worker's id, finds it in any session. Ranges learned
+    /// from a spool without session names (`""`) answer for any session.
+    pub fn lookup_in(&self, session: Option<&str>, file: &str, offset: u64) -> Lookup {
+        let found = match session {
+            Some(s) => self.files.get(s).and_then(|f| f.get(file)),
+            None => None,
+        };
+        match found.or_else(|| {
+            let mut any = self.files.iter().filter(|(s, _)| session.is_none() || s.is_empty());
+            any.find_map(|(_, f)| f.get(file))
+        }) {
+            Some(ranges) => lookup_ranges(ranges, offset),
+            None => Lookup::NotYet,
         }
     }
 
     /// Which attempt wrote the record at `offset` of `file` in `session`.
     pub fn lookup(&self, session: &str, file: &str, offset: u64) -> Lookup {
-        let Some(ranges) = self.files.get(session).and_then(|f| f.get(file)) else { return Lookup::NotYet };
-        // The last range starting at or before the offset.
-        let at = ranges.partition_point(|r| r.start <= offset);
-        let Some(r) = at.checked_sub(1).map(|i| ranges[i]) else { return Lookup::None };
-        let next_start = ranges.get(at).map(|n| n.start);
-        match r.end {
-            Some(end) if offset < end => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
-            // Ended before the offset: a later task's range may still come.
-            Some(_) if next_start.is_none() => Lookup::NotYet,
-            Some(_) => Lookup::None,
-            // Running: what follows its start is its output until the next one starts.
-            None => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
+        match self.files.get(session).and_then(|f| f.get(file)) {
+            Some(ranges) => lookup_ranges(ranges, offset),
+            None => Lookup::NotYet,
         }
+    }
+}
+
+/// Which of a file's ranges (sorted by start) holds `offset`.
+fn lookup_ranges(ranges: &[Range], offset: u64) -> Lookup {
+    // The last range starting at or before the offset.
+    let at = ranges.partition_point(|r| r.start <= offset);
+    let Some(r) = at.checked_sub(1).map(|i| ranges[i]) else { return Lookup::None };
+    let next_start = ranges.get(at).map(|n| n.start);
+    match r.end {
+        Some(end) if offset < end => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
+        // Ended before the offset: a later task's range may still come.
+        Some(_) if next_start.is_none() => Lookup::NotYet,
+        Some(_) => Lookup::None,
+        // Running: what follows its start is its output until the next one starts.
+        None => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
     }
 }
 

@@ -27,6 +27,7 @@ pub mod born;
 mod disk;
 mod flat;
 mod resume;
+pub mod tasks;
 pub mod times;
 
 use std::collections::{HashMap, HashSet};

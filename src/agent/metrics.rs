@@ -134,6 +134,10 @@ pub struct Metrics {
     /// CPU time the start took to load the checkpoints (milliseconds).
     pub checkpoints_load_cpu_ms: AtomicI64,
     pub records_held: AtomicI64,
+    /// Task prints that waited for their task attempt's event and went out without it.
+    pub task_prints_untagged: AtomicU64,
+    /// Task attempt byte ranges known (from Ray's task events).
+    pub task_ranges_files: AtomicI64,
     /// Workers the correlator keeps a slot for (see `agent::source::quiet`).
     pub workers_known: AtomicI64,
     pub sinks: Vec<SinkMetrics>,
@@ -189,6 +193,11 @@ impl Metrics {
             self.bytes_lost.load(Relaxed),
         );
         counter(
+            "raylog_task_prints_untagged_total",
+            "Task worker prints that waited for the event giving their task attempt's byte range and went out without a task_id (the event never came within source.actor_hold).",
+            self.task_prints_untagged.load(Relaxed),
+        );
+        counter(
             "raylog_checkpoints_written_total",
             "Checkpoint files written.",
             self.checkpoints_written.load(Relaxed),
@@ -212,8 +221,13 @@ impl Metrics {
         );
         gauge(
             "raylog_records_held",
-            "Actor-worker records waiting for their actor id.",
+            "Worker records waiting for their actor id or their task attempt's event.",
             self.records_held.load(Relaxed),
+        );
+        gauge(
+            "raylog_task_log_files",
+            "Worker files with task attempt byte ranges known from Ray's task events.",
+            self.task_ranges_files.load(Relaxed),
         );
         gauge(
             "raylog_workers_known",

@@ -38,7 +38,8 @@ record about it from every file, sorted by time.",
     after_help = "Examples:\n  \
 raylog trace --actor-id ceeabe45 /tmp/ray\n  \
 raylog trace --task-id f4402ec7 node1.tar.gz node2.tar.gz --context 3\n  \
-raylog trace --job-id 01000000 session_latest/logs --format json\n\n\
+raylog trace --job-id 01000000 session_latest/logs --format json\n  \
+raylog trace --task-id e0dc174c --printed /tmp/ray /var/lib/raylog/ray_events\n\n\
 Exit status: 0 records found, 1 nothing matched, 2 an input could not be read or the id is ambiguous.",
     group(ArgGroup::new("target").required(true).multiple(false).args(["actor_id", "task_id", "job_id", "worker_id"]))
 )]
@@ -50,6 +51,12 @@ pub struct TraceArgs {
     /// even when they are not about the target (marked as context).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub context: usize,
+    /// With --task-id: only the lines the task printed (its worker's stdout and
+    /// stderr inside each attempt's byte range, as Ray's task events give them: put
+    /// raylog's event spool, state_dir/ray_events, among the paths), each attempt
+    /// apart.
+    #[arg(long, requires = "task_id")]
+    pub printed: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = TraceFormat::Text)]
     pub format: TraceFormat,
@@ -103,11 +110,24 @@ pub fn run(a: TraceArgs) -> Result<u8> {
     };
     let stdout = io::stdout();
     let colour = a.format == TraceFormat::Text && stdout.is_terminal();
-    let entries = got.sorted();
+    let mut entries = got.sorted();
+    if a.printed {
+        entries = printed(entries, &full_id);
+        if entries.is_empty() {
+            eprintln!("raylog: task {full_id} has no printed lines with a known attempt; give the event spool (state_dir/ray_events) with the logs");
+            return Ok(1);
+        }
+    }
     let clock = Clock::for_times(got.times());
     let one = |out: &mut String, i: usize, e: &Entry| match a.format {
         TraceFormat::Json => write_record(out, i, e),
-        TraceFormat::Text => write_line(out, e, &clock, colour),
+        TraceFormat::Text => {
+            let attempt = e.ids.task_attempt;
+            if a.printed && (i == 0 || entries.get(i - 1).map(|p| p.ids.task_attempt) != Some(attempt)) {
+                attempt_header(out, attempt);
+            }
+            write_line(out, e, &clock, colour)
+        }
     };
     // The summary and the records' lines depend on the entries alone: on many
     // threads they are made side by side.
@@ -134,6 +154,23 @@ pub fn run(a: TraceArgs) -> Result<u8> {
     std::mem::forget(summary);
     std::mem::forget(got);
     Ok(code)
+}
+
+/// The entries `task` printed (worker stdout and stderr records tagged with the
+/// task and an attempt), by attempt, then in time order within each.
+fn printed<'a>(entries: Vec<&'a Entry>, task: &str) -> Vec<&'a Entry> {
+    let mut out: Vec<&Entry> = entries
+        .into_iter()
+        .filter(|e| e.file_worker && e.ids.task_attempt.is_some() && e.ids.task_id.is_some_and(|t| t.as_str() == task))
+        .collect();
+    // Stable: time order stays within an attempt.
+    out.sort_by_key(|e| e.ids.task_attempt);
+    out
+}
+
+fn attempt_header(out: &mut String, attempt: Option<u32>) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "── attempt {} ──", attempt.unwrap_or_default());
 }
 
 /// Below this many entries a trace's output is made on one thread.

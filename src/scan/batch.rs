@@ -134,6 +134,7 @@ impl Batch {
                 actor_name: rec.actor_name.as_ref().map(|r| self.str(r)),
                 fields: &fields,
                 truncated: rec.truncated,
+                task_pending: false,
                 at: Default::default(),
             };
             on_record(&record, rec.note.as_ref().map(|n| self.str(n)), rec.kept);

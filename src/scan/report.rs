@@ -44,6 +44,12 @@ impl ScanReport {
                 s.truncated_lines
             ));
         }
+        if s.task_untagged > 0 {
+            self.warnings.push(format!(
+                "{label}: {} task print(s) fall in no task attempt's byte range of the events given, and have no task_id; give the whole event spool (state_dir/ray_events) to tag them",
+                s.task_untagged
+            ));
+        }
     }
 }
 

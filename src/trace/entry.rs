@@ -203,6 +203,7 @@ impl Entry {
             actor_name: self.actor_name.as_deref(),
             fields: &fields,
             truncated: self.truncated,
+            task_pending: false,
             at: Default::default(),
         };
         // SAFETY: the record writer appends only whole `&str`s of the record and ASCII,

@@ -312,3 +312,103 @@ fn trace_and_health_read_a_spool_next_to_the_logs() {
     assert_eq!(phoenix["events"][0]["pid"].as_u64(), Some(3406), "the first incarnation's pid, from the events");
     let _ = (run, logs);
 }
+
+/// Standard base64 (as proto3 JSON writes bytes), decoded here, apart from the
+/// crate's decoder: the expected ids come from Ray's posts.
+fn hex_of_base64(s: &str) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let (mut bits, mut n, mut out) = (0u32, 0, String::new());
+    for c in s.bytes().filter(|&c| c != b'=') {
+        bits = bits << 6 | ABC.iter().position(|&a| a == c).unwrap() as u32;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push_str(&format!("{:02x}", (bits >> n) & 0xff));
+        }
+    }
+    out
+}
+
+/// Each task attempt's byte ranges as Ray posted them: (file name, task hex,
+/// attempt) → [start, end), pieces of one attempt merged.
+fn posted_ranges() -> BTreeMap<(String, String, u64), (u64, u64)> {
+    let mut out: BTreeMap<(String, String, u64), (u64, Option<u64>)> = BTreeMap::new();
+    let num = |v: &Value| v.as_str().and_then(|s| s.parse::<u64>().ok()).or_else(|| v.as_u64());
+    for p in posts() {
+        for e in serde_json::from_slice::<Vec<Value>>(&p).unwrap() {
+            let life = &e["taskLifecycleEvent"];
+            let Some(info) = life.get("taskLogInfo") else { continue };
+            let task = hex_of_base64(life["taskId"].as_str().unwrap());
+            let attempt = life["taskAttempt"].as_u64().unwrap_or(0);
+            for s in ["stdout", "stderr"] {
+                let Some(file) = info[format!("{s}File")].as_str() else { continue };
+                let name = file.rsplit('/').next().unwrap().to_string();
+                let start = num(&info[format!("{s}Start")]).unwrap();
+                let end = num(&info[format!("{s}End")]);
+                let r = out.entry((name, task.clone(), attempt)).or_insert((start, end));
+                *r = (r.0.min(start), r.1.max(end));
+            }
+        }
+    }
+    // Every task of the run ended, so every range has its end.
+    out.into_iter().map(|(k, (s, e))| (k, (s, e.expect("an ended task's range has an end")))).collect()
+}
+
+/// `raylog parse` given the logs and the agent's spool (written from Ray's real
+/// posts by the receiver): every print inside an attempt's posted range carries
+/// that task and attempt, no other print carries an attempt; `trace --printed`
+/// shows each attempt's prints apart.
+#[test]
+fn task_prints_are_tagged_offline_from_the_spool_beside_the_logs() {
+    let env = Env::new("tasks");
+    let agent = env.start();
+    for p in posts() {
+        post_until_taken(env.port, &p);
+    }
+    let want = posted_ids().len();
+    env.wait_for("every posted event", |e| e.events().len() == want);
+    stop(agent);
+    let spool = env.root.join("state/ray_events");
+    let ranges = posted_ranges();
+    assert!(ranges.len() >= 8, "the run's tasks posted ranges: {ranges:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_raylog")).arg("parse").arg(fixture()).arg(&spool).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut tagged = 0;
+    for r in records.iter().filter(|r| r["component"] == "worker") {
+        let (file, offset) = (r["file"].as_str().unwrap(), r["offset"].as_u64().unwrap());
+        let within: Vec<_> =
+            ranges.iter().filter(|((f, _, _), (s, e))| f == file && (*s..*e).contains(&offset)).collect();
+        match within.as_slice() {
+            [((_, task, attempt), _)] => {
+                assert_eq!(
+                    (r["task_id"].as_str(), r["task_attempt"].as_u64()),
+                    (Some(task.as_str()), Some(*attempt)),
+                    "{r}"
+                );
+                tagged += 1;
+            }
+            [] => assert!(r.get("task_attempt").is_none(), "{r}"),
+            more => panic!("ranges overlap at {file}:{offset}: {more:?}"),
+        }
+    }
+    // square ×4 on two workers (stdout and stderr), flaky ×2, tracebacks.
+    assert!(tagged >= 16, "{tagged} prints tagged");
+    let trace = Command::new(env!("CARGO_BIN_EXE_raylog"))
+        .args(["trace", "--task-id", "e0dc174c", "--printed", "--format", "json"])
+        .arg(fixture())
+        .arg(&spool)
+        .output()
+        .unwrap();
+    assert!(trace.status.success(), "{}", String::from_utf8_lossy(&trace.stderr));
+    let doc: Value = serde_json::from_slice(&trace.stdout).unwrap();
+    let printed: Vec<(u64, &str)> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["task_attempt"].as_u64().unwrap(), r["message"].as_str().unwrap()))
+        .collect();
+    // What workload.py's flaky task printed, once per attempt.
+    assert_eq!(printed, [(0, "flaky about to fail 7"), (1, "flaky about to fail 7")]);
+}

@@ -364,7 +364,22 @@ fn shipped_fields() -> BTreeSet<String> {
     let tmp = Tmp::new("ship");
     let out = tmp.0.join("records.ndjson");
     let cfg = tmp.0.join("raylog.toml");
-    let paths: Vec<String> = fixture_dirs().iter().map(|d| format!("{:?}", d.display().to_string())).collect();
+    let mut paths: Vec<String> = fixture_dirs().iter().map(|d| format!("{:?}", d.display().to_string())).collect();
+    // Ray's posted events beside the logs, as bare events in a spool segment: their
+    // task ranges give the prints `task_attempt`.
+    let spool = tmp.0.join("spool");
+    std::fs::create_dir_all(&spool).unwrap();
+    let mut events = String::new();
+    let posts = crate::util::fixtures().join("ray-2.60-events/posts");
+    let mut bodies: Vec<_> = std::fs::read_dir(&posts).unwrap().flatten().map(|e| e.path()).collect();
+    bodies.sort();
+    for b in bodies.iter().filter(|p| p.extension().is_some_and(|x| x == "json")) {
+        for e in serde_json::from_slice::<Vec<Value>>(&std::fs::read(b).unwrap()).unwrap() {
+            events.push_str(&format!("{e}\n"));
+        }
+    }
+    std::fs::write(spool.join("ray_events-000000000001.ndjson"), events).unwrap();
+    paths.push(format!("{:?}", spool.display().to_string()));
     std::fs::write(
         &cfg,
         format!(

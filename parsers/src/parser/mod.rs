@@ -27,7 +27,8 @@ use crate::classify::{FileKind, FileMeta};
 use crate::correlate::Correlator;
 use crate::formats::{self, Draft, LineFormat, ParseCtx};
 use crate::id::{Id, JOB_HEX};
-use crate::record::{AtRecord, Level, Record};
+use crate::record::{AtRecord, Ids, Level, Record};
+use crate::task_logs::Lookup;
 use crate::time::{Timestamp, Zone};
 
 /// Default cap on one line (and on one joined record).
@@ -60,6 +61,10 @@ pub struct FileStats {
     pub invalid_utf8: u64,
     /// Lines longer than `max_line_bytes`.
     pub truncated_lines: u64,
+    /// Task worker prints no task range covered when parsed, while ranges of
+    /// their session were known (`Record::task_pending`): offline, prints whose
+    /// task event is not among the events given.
+    pub task_untagged: u64,
 }
 
 impl FileStats {
@@ -71,6 +76,7 @@ impl FileStats {
         self.records += s.records;
         self.invalid_utf8 += s.invalid_utf8;
         self.truncated_lines += s.truncated_lines;
+        self.task_untagged += s.task_untagged;
     }
 }
 
@@ -622,7 +628,11 @@ impl FileParser {
         for (w, a) in d.links.drain(..) {
             corr.link(w, a);
         }
+        if meta.component == "ray_event" {
+            corr.learn_task_log_of(meta, text);
+        }
         corr.tag(meta, *node_id, ctx.job_id, ctx.task_id, &mut d.ids);
+        let task_pending = tag_task(corr, meta, pending.offset, d.actor_name.or(ctx.actor_name.as_deref()), &mut d.ids);
         let last_before = ctx.last_timestamp;
         if d.timestamp.is_some() {
             ctx.last_timestamp = d.timestamp;
@@ -644,6 +654,7 @@ impl FileParser {
             actor_name: d.actor_name.or(ctx.actor_name.as_deref()).or_else(|| corr.class_of_file(meta)),
             fields: &d.fields,
             truncated: pending.truncated,
+            task_pending,
             at: AtRecord {
                 job_id: ctx.job_id.as_ref(),
                 actor_name: ctx.actor_name.as_deref(),
@@ -653,9 +664,30 @@ impl FileParser {
             },
         };
         stats.records += 1;
+        stats.task_untagged += task_pending as u64;
         (io.out)(&rec);
         pending.open = false;
         true
+    }
+}
+
+/// Tags a task worker's print with the attempt whose byte range holds it (the
+/// event's range wins over a `:task_attempt_start:` marker). Returns whether the
+/// print may still get one (see [`Record::task_pending`]): no range covers it yet,
+/// ranges of its session are known, and its worker hosts no actor (an actor's
+/// method calls come without ranges: its prints carry the actor instead).
+fn tag_task(corr: &Correlator, meta: &FileMeta, offset: u64, actor_name: Option<&str>, ids: &mut Ids) -> bool {
+    match corr.task_at(meta, offset) {
+        Some(Lookup::Task { task_id, attempt }) => {
+            ids.task_id = Some(task_id);
+            ids.task_attempt = Some(attempt);
+            false
+        }
+        Some(Lookup::NotYet) => {
+            let actor = ids.actor_id.is_some() || actor_name.is_some() || corr.class_of_file(meta).is_some();
+            !actor && corr.expects_tasks(meta)
+        }
+        _ => false,
     }
 }
 

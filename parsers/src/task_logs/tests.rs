@@ -18,7 +18,9 @@ fn ranges_of_the_run() -> TaskRanges {
     let infos: Vec<TaskLogInfo<'_>> = events.iter().filter_map(|e| TaskLogInfo::parse(e)).collect();
     // Seven lifecycle events of the run carry a range (Python's json read them too).
     assert_eq!(infos.len(), 7);
-    infos.iter().for_each(|i| t.add(i, "unused"));
+    infos.iter().for_each(|i| {
+        t.add(i, "unused");
+    });
     t
 }
 
@@ -97,4 +99,100 @@ fn snake_case_and_the_events_without_a_range() {
     ] {
         assert_eq!(TaskLogInfo::parse(not), None, "{not}");
     }
+}
+
+/// The parser tags each print of worker 3272 with the attempt whose range holds it,
+/// as Ray's events (decoded by Python, see above) say, once the correlator learned
+/// them from the spool lines; the event's range wins over a marker's task; and a
+/// print no range covers waits (`task_pending`) only while one may still come.
+#[test]
+fn the_parser_tags_each_print_with_the_attempt_that_wrote_it() {
+    let parse = |corr: &mut crate::Correlator, session: Option<&str>| {
+        let text = std::fs::read(fixture().join(SESSION).join("logs").join(OUT_3272)).unwrap();
+        let mut p = crate::FileParser::new(crate::classify(OUT_3272, session), None, None);
+        let (opts, mut out) = (crate::Options::default(), vec![]);
+        let mut keep = |r: &crate::Record<'_>| {
+            out.push((r.message.to_string(), r.ids.task_id.map(|t| t.to_string()), r.ids.task_attempt, r.task_pending))
+        };
+        p.push(&text, corr, &opts, &mut keep);
+        p.finish(corr, &opts, &mut keep);
+        out
+    };
+    let spool = crate::classify("ray_events-000001.ndjson", None);
+    let mut corr = crate::Correlator::new();
+    // Before any event: no task, and nothing to wait for (no range of the session).
+    let before = parse(&mut corr, Some(SESSION));
+    assert!(before.iter().all(|(_, t, a, pending)| t.is_none() && a.is_none() && !pending), "{before:?}");
+    for e in posted_events() {
+        corr.learn_task_log_of(&spool, &e);
+    }
+    let got = parse(&mut corr, Some(SESSION));
+    let want = |m: &str, t: &str, a: u32| (m.to_string(), Some(t.to_string()), Some(a), false);
+    assert_eq!(got[0], want("square task got 1", "16310a0f0a45af5cffffffffffffffffffffffff01000000", 0));
+    assert_eq!(got[1], want("square task got 2", "c2668a65bda616c1ffffffffffffffffffffffff01000000", 0));
+    assert_eq!(got[3], want("flaky about to fail 7", "e0dc174c83599034ffffffffffffffffffffffff01000000", 0));
+    assert_eq!(got[4], want("flaky about to fail 7", "e0dc174c83599034ffffffffffffffffffffffff01000000", 1));
+    assert!(got[5].0.starts_with("before an empty line"), "{got:?}");
+    assert_eq!(got[5].1.as_deref(), Some("f4402ec78d3a2607ffffffffffffffffffffffff01000000"));
+    // A logs dir not under its session dir (an archive): the file name finds it.
+    let unnamed = parse(&mut corr, None);
+    assert_eq!(unnamed.iter().map(|r| &r.1).collect::<Vec<_>>(), got.iter().map(|r| &r.1).collect::<Vec<_>>());
+    // Another session's file of that name waits for a range of its own session only
+    // if that session's events named ranges: here none did.
+    let other = parse(&mut corr, Some("session_other"));
+    assert!(other.iter().all(|(_, t, _, pending)| t.is_none() && !pending), "{other:?}");
+}
+
+/// The agent journals what changed and restores it after a restart: the restored
+/// ranges answer as the learned ones did.
+#[test]
+fn changed_ranges_are_kept_for_the_journal_and_restore_the_same_answers() {
+    let mut t = TaskRanges::new();
+    t.track_changes();
+    let events = posted_events();
+    for i in events.iter().filter_map(|e| TaskLogInfo::parse(e)) {
+        t.add(&i, "unused");
+    }
+    let changed = t.take_changed();
+    assert!(!changed.is_empty());
+    assert!(t.take_changed().is_empty(), "taken once");
+    // The same events again (at least once delivery) change nothing.
+    for i in events.iter().filter_map(|e| TaskLogInfo::parse(e)) {
+        assert!(!t.add(&i, "unused"));
+    }
+    let mut restored = TaskRanges::new();
+    changed.iter().for_each(|r| {
+        restored.restore(r);
+    });
+    assert_eq!(restored.saved(), t.saved());
+    for offset in (0..400).step_by(7) {
+        assert_eq!(restored.lookup(SESSION, OUT_3272, offset), t.lookup(SESSION, OUT_3272, offset), "at {offset}");
+    }
+}
+
+/// Past [`MAX_FILES`] files the oldest file's ranges go; past
+/// [`MAX_RANGES_PER_FILE`] a file's earliest.
+#[test]
+fn ranges_are_bounded() {
+    let mut t = TaskRanges::new();
+    let id = task("16310a0f0a45af5cffffffffffffffffffffffff01000000");
+    let range = |file: String, attempt: u32, start: u64| SavedRange {
+        session: "s".into(),
+        file: file.into(),
+        task_id: id,
+        attempt,
+        start,
+        end: Some(start + 1),
+    };
+    for n in 0..MAX_RANGES_PER_FILE as u32 + 10 {
+        t.restore(&range("a".into(), n, n as u64 * 2));
+    }
+    assert_eq!(t.lookup("s", "a", 0), Lookup::None, "the earliest went");
+    assert_eq!(t.lookup("s", "a", 40), Lookup::Task { task_id: id, attempt: 20 });
+    for n in 0..MAX_FILES {
+        t.restore(&range(format!("f{n}"), 0, 0));
+    }
+    assert_eq!(t.files(), MAX_FILES);
+    assert_eq!(t.lookup("s", "a", 40), Lookup::NotYet, "the oldest file went");
+    assert_eq!(t.lookup("s", "f1", 0), Lookup::Task { task_id: id, attempt: 0 });
 }

@@ -107,6 +107,8 @@ pub struct BatchRecord {
     pub task_name: Span,
     pub actor_name: Span,
     pub ids: [Span; 5],
+    /// The attempt of the task id that printed the record (`task_attempt`).
+    pub task_attempt: Option<u32>,
     /// The record's parser fields in [`Batch::pairs`] (see [`Batch::pairs_of`]),
     /// empty when it has none or unless [`Needs::extra`].
     pub extra: Span,
@@ -305,6 +307,7 @@ impl Batch {
             pid: r.pid,
             offset: r.offset,
             doc_id,
+            task_attempt: r.ids.task_attempt,
             truncated: r.truncated,
             inferred: r.timestamp_inferred || r.timestamp.is_none(),
             estimated: r.timestamp_estimated,

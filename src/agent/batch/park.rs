@@ -17,11 +17,15 @@ use raylog_parsers::record::{Level, Stream};
 
 use super::{Batch, BatchRecord, Needs, NodeIdentity, Span};
 
-/// What starts every parked batch (and says its format).
-const MAGIC: &[u8; 8] = b"RLPARK1\n";
-/// Bytes of one entry: 2 i64, 3 flag/option bytes, pid, offset, json range,
-/// pieces, 14 spans, doc id.
-const ENTRY: usize = 16 + 3 + 4 + 8 + 8 + 16 + 14 * 8 + 16 + 1;
+/// What starts every parked batch (and says its format): version 2 adds each
+/// entry's task attempt; version 1, which a raylog before it parked, is still read.
+const MAGIC: &[u8; 8] = b"RLPARK2\n";
+const MAGIC_V1: &[u8; 8] = b"RLPARK1\n";
+/// Bytes of one entry of version 1: 2 i64, 3 flag/option bytes, pid, offset,
+/// json range, pieces, 14 spans, doc id.
+const ENTRY_V1: usize = 16 + 3 + 4 + 8 + 8 + 16 + 14 * 8 + 16 + 1;
+/// Version 2's: version 1's and the task attempt.
+const ENTRY: usize = ENTRY_V1 + 4;
 
 /// Why bytes are not a parked batch.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +73,12 @@ pub fn park(batch: &Batch, only: Option<&[u32]>) -> Vec<u8> {
 
 /// The batch [`park`] wrote, numbered `seq`, after checking it whole.
 pub fn unpark(bytes: &[u8], seq: u64) -> Result<Batch, Unparkable> {
-    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+    let v2 = match bytes.get(..8) {
+        Some(m) if m == MAGIC => true,
+        Some(m) if m == MAGIC_V1 => false,
+        _ => return Err(Unparkable("it does not start as one")),
+    };
+    if bytes.len() < 12 {
         return Err(Unparkable("it does not start as one"));
     }
     if crc32fast::hash(&bytes[12..]).to_le_bytes() != bytes[8..12] {
@@ -91,12 +100,12 @@ pub fn unpark(bytes: &[u8], seq: u64) -> Result<Batch, Unparkable> {
     b.text = r.bytes()?.to_vec();
     b.pairs = r.bytes()?.to_vec();
     let count = r.u32()? as usize;
-    if count.saturating_mul(ENTRY) != r.rest.len() {
+    if count.saturating_mul(if v2 { ENTRY } else { ENTRY_V1 }) != r.rest.len() {
         return Err(Unparkable("its entries are not whole"));
     }
     b.entries.reserve(count);
     for _ in 0..count {
-        let e = r.entry()?;
+        let e = r.entry(v2)?;
         check(&b, &e)?;
         b.entries.push(e);
     }
@@ -177,8 +186,14 @@ fn put_entry(out: &mut Vec<u8>, e: &BatchRecord) {
         Some(Stream::Stdout) => 1,
         Some(Stream::Stderr) => 2,
     });
-    out.push(e.truncated as u8 | (e.inferred as u8) << 1 | (e.estimated as u8) << 2 | (e.pid.is_some() as u8) << 3);
+    let flags = e.truncated as u8
+        | (e.inferred as u8) << 1
+        | (e.estimated as u8) << 2
+        | (e.pid.is_some() as u8) << 3
+        | (e.task_attempt.is_some() as u8) << 4;
+    out.push(flags);
     put_u32(out, e.pid.unwrap_or(0));
+    put_u32(out, e.task_attempt.unwrap_or(0));
     out.extend_from_slice(&e.offset.to_le_bytes());
     put_u32(out, e.json.0);
     put_u32(out, e.json.1);
@@ -234,7 +249,7 @@ impl<'a> Reader<'a> {
         Ok(Span { start: self.u32()?, len: self.u32()? })
     }
 
-    fn entry(&mut self) -> Result<BatchRecord, Unparkable> {
+    fn entry(&mut self, v2: bool) -> Result<BatchRecord, Unparkable> {
         const LEVELS: [Level; 6] =
             [Level::Trace, Level::Debug, Level::Info, Level::Warning, Level::Error, Level::Fatal];
         let timestamp_ns = self.u64()? as i64;
@@ -251,6 +266,7 @@ impl<'a> Reader<'a> {
         };
         let flags = self.u8()?;
         let pid = self.u32()?;
+        let attempt = if v2 { self.u32()? } else { 0 };
         let offset = self.u64()?;
         let json = (self.u32()?, self.u32()?);
         let pieces = Pieces { members: self.u32()?, digits: self.u32()?, ids: self.u32()?, fields: self.u32()? };
@@ -268,6 +284,7 @@ impl<'a> Reader<'a> {
             level,
             stream,
             pid: (flags & 8 != 0).then_some(pid),
+            task_attempt: (flags & 16 != 0).then_some(attempt),
             offset,
             json,
             pieces,

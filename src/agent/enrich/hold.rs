@@ -7,12 +7,18 @@
 //! time, until the correlator knows the worker's actor; then they are released with
 //! the actor id (and the job it implies). On timeout they go out as they are: late
 //! correlation must never turn into data loss.
+//!
+//! A normal task's print waits the same way, within the same bounds, for the event
+//! giving the byte range of the attempt that printed it (`Record::task_pending`,
+//! `raylog_parsers::task_logs`); one whose event never comes goes out without a
+//! `task_id` and is counted ([`Hold::untagged_tasks`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raylog_parsers::record::{FieldValue, Fields, Ids, Level};
+use raylog_parsers::task_logs::Lookup;
 use raylog_parsers::{Correlator, FileMeta, Id, Record, Timestamp};
 
 use crate::agent::checkpoint::{FileKey, SavedContext};
@@ -64,6 +70,9 @@ pub struct HeldRecord {
     /// `(key, value, is_raw_json)`.
     fields: Vec<(String, String, bool)>,
     truncated: bool,
+    /// It waits for the event naming the task attempt that printed it
+    /// (`Record::task_pending`).
+    task_pending: bool,
     /// It waits for no actor: only, perhaps, for its node, else behind its
     /// file's earlier records (see [`Hold::release_oldest`]).
     rider: bool,
@@ -120,7 +129,8 @@ impl HeldRecord {
                 })
                 .collect(),
             truncated: r.truncated,
-            rider: !awaits_actor(r.ids, r.actor_name.is_some(), r.file),
+            task_pending: r.task_pending,
+            rider: !awaits_actor(r.ids, r.actor_name.is_some(), r.file) && !r.task_pending,
         }
     }
 
@@ -134,10 +144,33 @@ impl HeldRecord {
         awaits_actor(&self.shared.ids, self.shared.actor_name.is_some(), &self.meta)
     }
 
-    /// Hands the record to `out`, tagged with `actor` and `node` when known.
-    pub fn emit(&self, actor: Option<Id>, node: Option<Id>, out: &mut dyn FnMut(&Record<'_>, FileKey, u128)) {
+    /// The task attempt whose range holds the record, if it waits for one and
+    /// the correlator knows it now; `Err(())` while it must still wait.
+    fn task(&self, corr: &Correlator) -> Result<Option<(Id, u32)>, ()> {
+        if !self.task_pending {
+            return Ok(None);
+        }
+        match corr.task_at(&self.meta, self.offset) {
+            Some(Lookup::Task { task_id, attempt }) => Ok(Some((task_id, attempt))),
+            Some(Lookup::NotYet) => Err(()),
+            _ => Ok(None),
+        }
+    }
+
+    /// Hands the record to `out`, tagged with `actor`, `node` and `task` (an attempt) when known.
+    pub fn emit(
+        &self,
+        actor: Option<Id>,
+        node: Option<Id>,
+        task: Option<(Id, u32)>,
+        out: &mut dyn FnMut(&Record<'_>, FileKey, u128),
+    ) {
         let mut ids = self.shared.ids;
         ids.node_id = ids.node_id.or(node);
+        if let Some((t, attempt)) = task {
+            ids.task_id = Some(t);
+            ids.task_attempt = Some(attempt);
+        }
         if let Some(a) = actor {
             ids.actor_id = Some(a);
             ids.derive();
@@ -161,6 +194,7 @@ impl HeldRecord {
             actor_name: self.shared.actor_name.as_deref(),
             fields: &fields,
             truncated: self.truncated,
+            task_pending: false,
             at: Default::default(),
         };
         out(&rec, self.key, self.seed);
@@ -185,6 +219,8 @@ pub struct Hold {
     /// The least time between two full passes that only time asks for (see
     /// [`PASS_GAP`]); zero in tests that compare passes call by call.
     pass_gap: Duration,
+    /// Prints that waited for their task attempt's event and went out without it.
+    pub untagged_tasks: u64,
 }
 
 #[derive(Debug, Default)]
@@ -245,16 +281,17 @@ pub const MAX_HELD: usize = 5_000;
 
 impl Default for Hold {
     fn default() -> Hold {
-        Hold { queue: VecDeque::new(), offsets: HashMap::new(), settled: None, pass_gap: PASS_GAP }
+        Hold { queue: VecDeque::new(), offsets: HashMap::new(), settled: None, pass_gap: PASS_GAP, untagged_tasks: 0 }
     }
 }
 
 impl Hold {
     /// Whether `r` should wait: an actor worker's record (its file carried
     /// `:actor_name:`) that the parser could not tag with an actor id yet (it
-    /// consults the correlator, so a missing id means the actor is unknown).
-    pub fn awaits_actor(r: &Record<'_>) -> bool {
-        awaits_actor(r.ids, r.actor_name.is_some(), r.file)
+    /// consults the correlator, so a missing id means the actor is unknown), or a
+    /// task worker's print whose task attempt's range has not come yet.
+    pub fn awaits(r: &Record<'_>) -> bool {
+        r.task_pending || awaits_actor(r.ids, r.actor_name.is_some(), r.file)
     }
 
     /// Whether anything of file `key` is held (then later records of that file must
@@ -378,6 +415,7 @@ impl Hold {
         let mut blocked: HashSet<FileKey> = HashSet::new();
         let (total, mut sent, mut stopped) = (self.queue.len(), 0, false);
         let offsets = &mut self.offsets;
+        let untagged = &mut self.untagged_tasks;
         // In place (a second queue for the records kept would double the hold's
         // largest allocation, a few MiB, at every pass).
         self.queue.retain(|h| {
@@ -395,12 +433,14 @@ impl Hold {
             let actor = h.shared.ids.worker_id.and_then(|w| corr.actor_of(&w));
             let node = h.shared.ids.node_id.or_else(|| node_of(&h.key));
             let node_ok = node.is_some() || h.wait.node_until.is_none_or(|u| now >= u);
-            let ready = (actor.is_some() || !h.awaits_actor()) && node_ok;
+            let task = h.task(corr);
+            let ready = (actor.is_some() || !h.awaits_actor()) && node_ok && task.is_ok();
             // Counting `h`: a full hold gives up its oldest until it is no longer full.
             let expired = now >= h.wait.until || total - sent >= MAX_HELD;
             if ready || expired || force {
                 let _ = forget(offsets, h);
-                h.emit(actor, node, out);
+                *untagged += task.is_err() as u64;
+                h.emit(actor, node, task.unwrap_or(None), out);
                 sent += 1;
                 false
             } else {
@@ -454,7 +494,9 @@ impl Hold {
             if let Some(s) = self.settled.as_mut().filter(|_| left && (riders || actor.is_some())) {
                 s.due = Some(now);
             }
-            h.emit(actor, node, out);
+            let task = h.task(corr);
+            self.untagged_tasks += task.is_err() as u64;
+            h.emit(actor, node, task.unwrap_or(None), out);
             sent += 1;
         }
         false

@@ -17,7 +17,7 @@ fn held(n: usize) -> (Hold, Correlator) {
     let wait = Wait { until: Instant::now() + std::time::Duration::from_secs(3600), node_until: None };
     let mut p = FileParser::new((*meta).clone(), None, None);
     let mut push = |r: &Record<'_>| {
-        assert!(Hold::awaits_actor(r));
+        assert!(Hold::awaits(r));
         hold.push(r, key, 0, meta.clone(), wait);
     };
     p.push(text.as_bytes(), &mut corr, &opts, &mut push);
@@ -77,6 +77,7 @@ fn held_records_share_their_ids_and_go_out_with_their_own() {
             actor_name: Some("Counter"),
             fields: &fields,
             truncated: false,
+            task_pending: false,
             at: Default::default(),
         };
         hold.push(&r, key, 0, meta.clone(), wait);
@@ -221,7 +222,7 @@ fn settled_release_matches_full_passes() {
                 let (key, meta) = (files[f].0, files[f].1.clone());
                 let mut route = |r: &Record<'_>| {
                     for (hold, out) in holds.iter_mut().zip(outs.iter_mut()) {
-                        if hold.holds_file(&key) || Hold::awaits_actor(r) || node_until.is_some() {
+                        if hold.holds_file(&key) || Hold::awaits(r) || node_until.is_some() {
                             hold.push(r, key, 0, meta.clone(), wait);
                         } else {
                             out.push(r.message.to_string());

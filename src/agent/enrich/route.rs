@@ -81,7 +81,7 @@ impl Router<'_> {
             None => r,
         };
         let node_until = self.f.wait_node.filter(|_| r.ids.node_id.is_none());
-        if self.held_file || Hold::awaits_actor(r) || node_until.is_some() {
+        if self.held_file || Hold::awaits(r) || node_until.is_some() {
             let wait = Wait { until: Instant::now() + e.actor_hold, node_until };
             e.hold.push(r, self.f.key, self.f.seed, self.f.meta.clone(), wait);
             self.held_file = true;

@@ -222,3 +222,52 @@ fn a_ready_record_is_not_released_ahead_of_a_waiting_one_of_its_file() {
     assert_eq!(release(hold, Some(n)), ["first", "second"]);
     assert!(hold.is_empty());
 }
+
+/// A task's event as Ray 2.60 posts it: a lifecycle event of `task` (base64 of its
+/// 24 bytes) whose `taskLogInfo` names the rig's worker file from `start` (to `end`).
+fn task_event(task_b64: &str, attempt: u32, start: u64, end: Option<u64>) -> String {
+    let end = end.map_or(String::new(), |e| format!(r#","stdoutEnd":"{e}""#));
+    format!(
+        r#"{{"eventType":"TASK_LIFECYCLE_EVENT","sessionName":"session_x","taskLifecycleEvent":{{"taskId":"{task_b64}","taskAttempt":{attempt},"taskLogInfo":{{"stdoutFile":"/tmp/ray/session_x/logs/worker-{WORKER}-01000000-4242.out","stdoutStart":"{start}"{end}}}}}}}"#
+    )
+}
+
+/// A task worker's prints wait for the event giving their attempt's range (once
+/// the session's events named ranges at all), and go out tagged with the task and
+/// attempt the event names; a print no event covers goes out untagged when its
+/// wait is over, and is counted. The ids are what Python's base64 makes of them.
+#[test]
+fn a_task_print_waits_for_its_attempts_range_and_goes_out_tagged() {
+    // base64 of the bytes of task 16310a0f0a45af5cffffffffffffffffffffffff01000000.
+    const TASK_B64: &str = "FjEKDwpFr1z///////////////8BAAAA";
+    const TASK_HEX: &str = "16310a0f0a45af5cffffffffffffffffffffffff01000000";
+    let spool = classify("ray_events-000000000001.ndjson", None);
+    let mut rig = Rig::new();
+    // No range of the session known yet: a print goes straight out, untagged.
+    rig.read(":job_id:01000000\nbefore any event\n");
+    assert_eq!(rig.e.batch.len(), 1);
+    assert!(rig.e.hold.is_empty());
+    // A range of another attempt, so the session is known to export ranges.
+    assert!(rig.corr.learn_task_log_of(&spool, &task_event(TASK_B64, 0, 0, Some(17))));
+    let start = 17 + "before any event\n".len() as u64;
+    let (_, after) = rig.read("print 0\nprint 1\n");
+    assert_eq!(rig.e.hold.len(), 2, "the prints wait for their attempt's range");
+    assert_eq!(rig.release(after), vec![]);
+    // The retry's range starts at the first print (its end comes later).
+    assert!(rig.corr.learn_task_log_of(&spool, &task_event(TASK_B64, 1, start, None)));
+    let mut got = vec![];
+    rig.e.hold.release(after, &rig.corr, &|_| None, false, usize::MAX, &mut |r, _, _| {
+        got.push((r.message.to_string(), r.ids.task_id.map(|t| t.to_string()), r.ids.task_attempt))
+    });
+    let want = |m: &str| (m.to_string(), Some(TASK_HEX.to_string()), Some(1));
+    assert_eq!(got, vec![want("print 0"), want("print 1")]);
+    // The attempt ends after "print 1"; a later print waits for a range that never
+    // comes, then goes out untagged and counted.
+    let end = start + "print 0\nprint 1\n".len() as u64;
+    assert!(rig.corr.learn_task_log_of(&spool, &task_event(TASK_B64, 1, start, Some(end))));
+    let (_, after) = rig.read("worker's own line\n");
+    assert_eq!(rig.release(after), vec![]);
+    assert_eq!(rig.e.hold.untagged_tasks, 0);
+    assert_eq!(rig.release(after + HOLD), msgs(&[("worker's own line", None)]));
+    assert_eq!(rig.e.hold.untagged_tasks, 1);
+}

@@ -82,6 +82,7 @@ use std::time::{Duration, Instant};
 use raylog_parsers::{Correlator, Id};
 
 use crate::agent::batch::{doc_id_from, Batch, NodeIdentity, Recycler};
+use crate::agent::checkpoint::tasks::TasksLog;
 use crate::agent::checkpoint::times::TimesLog;
 use crate::agent::checkpoint::{unix_now, FileCheckpoint, FileKey, Resume, SavedContext};
 use crate::agent::config::Config;
@@ -180,6 +181,11 @@ pub struct Source {
     times_log: TimesLog,
     /// Writing `times_log` failed (logged once until it works again).
     times_failing: bool,
+    /// Where the task ranges learned are written before their batch is sent
+    /// (`None` when the journal could not be opened: logged, tagging goes on).
+    tasks_log: Option<TasksLog>,
+    /// Writing `tasks_log` failed (logged once until it works again).
+    tasks_failing: bool,
     seq: u64,
     first_scan: bool,
     /// No checkpoint existed at start (`start_at` applies to the files then present).
@@ -251,6 +257,8 @@ impl Source {
         let now = Instant::now();
         let first_start = resume.is_empty();
         let ray = RayCounter::new(metrics.clone(), &cfg.node.name);
+        let mut corr = Correlator::with_zone(cfg.source.parse.zone.clone());
+        let tasks_log = open_tasks_log(&cfg.source.state_dir, &mut corr);
         Source {
             enrich: Enrich::new(
                 Batch::new(0, node).needing(cfg.batch_needs()),
@@ -258,7 +266,7 @@ impl Source {
                 cfg.source.actor_hold,
                 Times::restoring(times_log.take_found()),
             ),
-            corr: Correlator::with_zone(cfg.source.parse.zone.clone()),
+            corr,
             split_merge: cfg.streams_split_by_component(),
             cfg,
             out,
@@ -275,6 +283,8 @@ impl Source {
             marked_bytes: 0,
             times_log,
             times_failing: false,
+            tasks_log,
+            tasks_failing: false,
             seq: 0,
             first_scan: true,
             first_start,
@@ -518,6 +528,8 @@ impl Source {
         behind += self.table.ready().filter(|t| !t.is_open()).map(|t| t.behind()).sum::<u64>();
         m.bytes_behind.store(behind as i64, Relaxed);
         m.records_held.store(self.enrich.hold.len() as i64, Relaxed);
+        m.task_prints_untagged.store(self.enrich.hold.untagged_tasks, Relaxed);
+        m.task_ranges_files.store(self.corr.tasks().files() as i64, Relaxed);
         m.workers_known.store(self.corr.workers() as i64, Relaxed);
     }
 
@@ -553,6 +565,7 @@ impl Source {
         let batch = std::mem::replace(&mut self.enrich.batch, next);
         self.batch_started = Instant::now();
         self.write_times(batch.seq);
+        self.write_tasks();
         let cut = Cut { batch: Arc::new(batch), marks, positions, made: Instant::now() };
         if !self.out.send(cut) {
             // The pipeline is gone (shutting down): nothing more to do.
@@ -579,6 +592,27 @@ impl Source {
             Err(e) if !std::mem::replace(&mut self.times_failing, true) => {
                 let dir = self.cfg.source.state_dir.display();
                 tracing::error!(state_dir = %dir, error = %e, "cannot write the journal of inferred times; sending anyway (after a restart, prints sent meanwhile may be stored twice): check state_dir's disk");
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Writes the task ranges learned since the last batch, and fsyncs them, before
+    /// the batch carrying their events goes out (see
+    /// [`crate::agent::checkpoint::tasks`]). A disk that fails is logged and the
+    /// batch goes anyway: only the tags of prints read after a restart are at stake.
+    fn write_tasks(&mut self) {
+        let Some(log) = self.tasks_log.as_mut() else { return };
+        let changed = self.corr.tasks_mut().take_changed();
+        let tasks = self.corr.tasks();
+        match log.append(&changed, || tasks.saved()) {
+            Ok(()) if !changed.is_empty() && std::mem::take(&mut self.tasks_failing) => {
+                tracing::info!("task ranges journal written again")
+            }
+            Ok(()) => {}
+            Err(e) if !std::mem::replace(&mut self.tasks_failing, true) => {
+                let dir = self.cfg.source.state_dir.display();
+                tracing::error!(state_dir = %dir, error = %e, "cannot write the journal of task ranges; sending anyway (after a restart, prints may go out without their task_id): check state_dir's disk");
             }
             Err(_) => {}
         }
@@ -640,5 +674,25 @@ impl Source {
             born: t.born(),
             gone_since: 0,
         })
+    }
+}
+
+/// The task ranges journal of `state_dir`, its ranges given to `corr` (which then
+/// keeps track of what changes, for the journal). A journal that cannot be opened
+/// is logged and tagging goes on without one.
+fn open_tasks_log(state_dir: &std::path::Path, corr: &mut Correlator) -> Option<TasksLog> {
+    match TasksLog::open(state_dir) {
+        Ok((log, found)) => {
+            let tasks = corr.tasks_mut();
+            for r in &found {
+                tasks.restore(r);
+            }
+            tasks.track_changes();
+            Some(log)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot open the journal of task ranges; prints read after a restart may go out without their task_id: check state_dir");
+            None
+        }
     }
 }

@@ -233,15 +233,9 @@ impl Tailed {
 
     /// What this file's parsers counted since it was opened, across copy-truncates.
     pub fn stats(&self) -> FileStats {
-        let (a, b) = (&self.retired, self.parser.stats());
-        FileStats {
-            bytes: a.bytes + b.bytes,
-            lines: a.lines + b.lines,
-            markers: a.markers + b.markers,
-            records: a.records + b.records,
-            invalid_utf8: a.invalid_utf8 + b.invalid_utf8,
-            truncated_lines: a.truncated_lines + b.truncated_lines,
-        }
+        let mut s = self.retired;
+        s.add(self.parser.stats());
+        s
     }
 
     /// What the enrich stage needs to route this file's records: its key, its

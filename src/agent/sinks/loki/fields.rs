@@ -15,6 +15,7 @@ pub enum Field {
     Session,
     File,
     Pid,
+    TaskAttempt,
     TaskName,
     ActorName,
     SubmissionId,
@@ -37,6 +38,7 @@ impl Field {
             "session" => Field::Session,
             "file" => Field::File,
             "pid" => Field::Pid,
+            "task_attempt" => Field::TaskAttempt,
             "task_name" => Field::TaskName,
             "actor_name" => Field::ActorName,
             "submission_id" => Field::SubmissionId,
@@ -49,11 +51,14 @@ impl Field {
         match self {
             // Digits are UTF-8.
             Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
+            Field::TaskAttempt => {
+                e.task_attempt.map_or("", |a| std::str::from_utf8(format_u64(num, a as u64)).unwrap_or(""))
+            }
             f => f.text(batch, e),
         }
     }
 
-    /// The value of a field that is not a number (empty for `pid`).
+    /// The value of a field that is not a number (empty for `pid` and `task_attempt`).
     pub fn text<'b>(self, batch: &'b Batch, e: &BatchRecord) -> &'b str {
         match self {
             Field::Component => batch.str(e.component),
@@ -64,7 +69,7 @@ impl Field {
             Field::Stream => e.stream.map_or("", |s| s.as_str()),
             Field::Session => batch.str(e.session),
             Field::File => batch.str(e.file),
-            Field::Pid => "",
+            Field::Pid | Field::TaskAttempt => "",
             Field::TaskName => batch.str(e.task_name),
             Field::ActorName => batch.str(e.actor_name),
             Field::SubmissionId => batch.str(e.submission_id),
@@ -93,6 +98,7 @@ impl Field {
             Field::Level => a.level == b.level,
             Field::Stream => a.stream == b.stream,
             Field::Pid => a.pid == b.pid,
+            Field::TaskAttempt => a.task_attempt == b.task_attempt,
             Field::Node | Field::Cluster | Field::ServiceName => true,
             // Every other field lives in the text arena.
             _ => self.span(a) == self.span(b) || self.text(batch, a) == self.text(batch, b),

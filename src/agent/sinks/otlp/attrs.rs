@@ -123,6 +123,9 @@ pub fn each_in_run<'b>(run: usize, batch: &'b Batch, e: &BatchRecord, f: &mut im
         }
         _ => {
             id(IdField::Task);
+            if let Some(a) = e.task_attempt {
+                f(Key("ray.task_attempt", ""), Val::Int(a as i64));
+            }
             text(batch, "ray.task_name", e.task_name, f);
         }
     }
@@ -145,7 +148,7 @@ pub fn same_in_run(run: usize, batch: &Batch, x: &BatchRecord, y: &BatchRecord) 
         2 => id(IdField::Worker),
         3 => id(IdField::Job) && same(x.submission_id, y.submission_id),
         4 => id(IdField::Actor) && same(x.actor_name, y.actor_name),
-        _ => id(IdField::Task) && same(x.task_name, y.task_name),
+        _ => id(IdField::Task) && x.task_attempt == y.task_attempt && same(x.task_name, y.task_name),
     }
 }
 
@@ -212,6 +215,7 @@ fn taken(batch: &Batch, e: &BatchRecord, k: &str) -> bool {
         "timestamp_inferred" => e.inferred,
         "timestamp_estimated" => e.estimated,
         "truncated" => e.truncated,
+        "task_attempt" => e.task_attempt.is_some(),
         _ => IdField::ALL.iter().any(|&id| id.name() == k && batch.id(e, id).is_some()),
     }
 }

@@ -49,6 +49,7 @@ impl LokiEncoder {
                     (Some(k), _) => meta_value(batch.str(spans[k])),
                     // At most 20 ASCII digits: never cut, and no UTF-8 to check.
                     (None, Field::Pid) => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
+                    (None, Field::TaskAttempt) => e.task_attempt.map_or(&[][..], |a| format_u64(&mut digits, a as u64)),
                     (None, f) => meta_value(f.text(batch, e)),
                 };
                 if !v.is_empty() {
