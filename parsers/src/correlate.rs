@@ -181,10 +181,14 @@ impl Correlator {
         if file.component != "worker" || file.stream.is_none() || file.worker_id.is_none() {
             return None;
         }
+        if self.tasks.is_empty() {
+            // No task events (the common case without them): nothing to look up.
+            return Some(Lookup::NotYet);
+        }
         let name = file.rel_path.rsplit('/').next().unwrap_or(&file.rel_path);
-        let name = match file.rotation {
-            Some(n) => name.strip_suffix(n.to_string().as_str()).and_then(|s| s.strip_suffix('.')).unwrap_or(name),
-            None => name,
+        let name = match (file.rotation, name.rsplit_once('.')) {
+            (Some(_), Some((live, n))) if n.bytes().all(|b| b.is_ascii_digit()) => live,
+            _ => name,
         };
         Some(self.tasks.lookup_in(file.session.as_deref(), name, offset))
     }

@@ -166,6 +166,11 @@ impl TaskRanges {
         TaskRanges::default()
     }
 
+    /// Whether no range is known.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// Files with at least one range.
     pub fn files(&self) -> usize {
         self.files.values().map(HashMap::len).sum()

@@ -93,7 +93,9 @@ pub fn check_manifest(sink: &str, got: &[Got], rows: &[Row], failures: &mut Vec<
         }
         let must: &[&str] = match kind {
             "actor-print" => &["actor_id"],
-            "task-print" => &["job_id", "worker_id", "node_id"],
+            // The live agent receives Ray's task events: a task's print carries the
+            // task id Ray's runtime context gave the code that printed it.
+            "task-print" => &["job_id", "worker_id", "node_id", "task_id"],
             _ => &["job_id", "task_id", "worker_id", "node_id"], // structured logs
         };
         for g in &recs {

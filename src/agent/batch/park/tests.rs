@@ -41,7 +41,7 @@ fn seen(b: &Batch, e: &BatchRecord) -> String {
     let pairs: Vec<_> = b.pairs_of(e).collect();
     let ids: Vec<_> = IdField::ALL.iter().map(|&f| b.id(e, f)).collect();
     format!(
-        "{} {} {:?} {:?} {:?} {} {} {:?} {} {} {} {} {:?} {:?} {} {} {} {} {:?} {:?}",
+        "{} {} {:?} {:?} {:?} {} {} {:?} {} {} {} {} {:?} {:?} {} {:?} {} {} {:?} {:?}",
         e.timestamp_ns,
         e.observed_ns,
         e.level,
@@ -57,7 +57,7 @@ fn seen(b: &Batch, e: &BatchRecord) -> String {
         ids,
         pairs,
         e.doc_id,
-        e.truncated,
+        (e.truncated, e.task_attempt),
         e.inferred,
         e.estimated,
         (b.str(e.session), b.str(e.submission_id), b.str(e.task_name), b.str(e.actor_name)),
@@ -80,6 +80,34 @@ fn a_parked_batch_reads_back_as_it_was_sent() {
     assert_eq!(seen(&b, &b.entries[2]), seen(&some, &some.entries[0]));
     assert_eq!(seen(&b, &b.entries[0]), seen(&some, &some.entries[1]));
     assert!(unpark(&park(&b, Some(&[])), 1).unwrap().is_empty());
+}
+
+/// Version 1, as a raylog before task attempts parked it: the same bytes less each
+/// entry's attempt. It still reads back, its records without an attempt.
+#[test]
+fn a_batch_parked_by_the_version_before_reads_back() {
+    let mut b = three();
+    b.entries[1].task_attempt = Some(2);
+    let v2 = park(&b, None);
+    assert_eq!(unpark(&v2, 0).unwrap().entries[1].task_attempt, Some(2));
+    let start = v2.len() - b.len() * ENTRY;
+    let mut v1 = v2[..start].to_vec();
+    v1[..8].copy_from_slice(MAGIC_V1);
+    for e in v2[start..].chunks(ENTRY) {
+        // The attempt follows the two times, three flag bytes and the pid.
+        let at = 16 + 3 + 4;
+        let mut e = e.to_vec();
+        e[18] &= !16;
+        e.drain(at..at + 4);
+        v1.extend_from_slice(&e);
+    }
+    let crc = crc32fast::hash(&v1[12..]);
+    v1[8..12].copy_from_slice(&crc.to_le_bytes());
+    let back = unpark(&v1, 0).unwrap();
+    b.entries[1].task_attempt = None;
+    for (a, z) in b.entries.iter().zip(&back.entries) {
+        assert_eq!(seen(&b, a), seen(&back, z));
+    }
 }
 
 #[test]
