@@ -46,6 +46,9 @@ pub struct Correlator {
     changes: u64,
     /// Which task attempt wrote which bytes of worker files (Ray's task events).
     tasks: TaskRanges,
+    /// Task events are received (the agent's `[events]`): a print may wait for its
+    /// range even before any range of its session came (see [`Correlator::expects_tasks`]).
+    awaits_tasks: bool,
 }
 
 /// GCS/raylet phrases whose `actor_id` and `worker_id` are the actor and the worker
@@ -193,10 +196,19 @@ impl Correlator {
         Some(self.tasks.lookup_in(file.session.as_deref(), name, offset))
     }
 
-    /// Whether a print of `file` can still wait for a task range: its session's
-    /// events have named ranges (see [`TaskRanges::expects`]).
+    /// Whether a print of `file` can still wait for a task range: events are
+    /// received ([`Correlator::await_tasks`]), or its session's events have named
+    /// ranges (see [`TaskRanges::expects`]). On a new cluster a task's first prints
+    /// are read before any event of the session arrives, so knowing ranges of the
+    /// session is not enough where events come live.
     pub fn expects_tasks(&self, file: &FileMeta) -> bool {
-        self.tasks.expects(file.session.as_deref())
+        self.awaits_tasks || self.tasks.expects(file.session.as_deref())
+    }
+
+    /// Task events are received as the logs are read (the agent with `[events]`):
+    /// a task worker's print no range covers yet may wait for one.
+    pub fn await_tasks(&mut self, on: bool) {
+        self.awaits_tasks = on;
     }
 
     /// How many worker → actor links (and task ranges) were learned or changed so

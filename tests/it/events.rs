@@ -412,3 +412,46 @@ fn task_prints_are_tagged_offline_from_the_spool_beside_the_logs() {
     // What workload.py's flaky task printed, once per attempt.
     assert_eq!(printed, [(0, "flaky about to fail 7"), (1, "flaky about to fail 7")]);
 }
+
+/// The task ranges outlive the events that gave them: the agent takes Ray's posts,
+/// delivers and checkpoints them, and stops; the workers' files appear only after
+/// it starts again, when the acknowledged events are no longer read. Their prints
+/// still carry the task and attempt Ray's posts gave (from `state_dir/tasks.journal`).
+#[test]
+fn task_ranges_survive_a_restart_after_their_events_were_acknowledged() {
+    let env = Env::new("restart");
+    let logs = std::fs::read_dir(env.root.join("ray")).unwrap().flatten().next().unwrap().path().join("logs");
+    let aside = env.root.join("aside");
+    std::fs::rename(&logs, &aside).unwrap();
+    std::fs::create_dir_all(&logs).unwrap();
+    let agent = env.start();
+    for p in posts() {
+        post_until_taken(env.port, &p);
+    }
+    let want = posted_ids().len();
+    env.wait_for("every posted event", |e| e.events().len() == want);
+    stop(agent);
+    assert!(env.root.join("state/tasks.journal").is_file(), "the ranges were journaled");
+    for e in std::fs::read_dir(&aside).unwrap().flatten() {
+        std::fs::copy(e.path(), logs.join(e.file_name())).unwrap();
+    }
+    let agent = env.start();
+    let ranges = posted_ranges();
+    let in_range = |r: &Value| {
+        let (file, offset) = (r["file"].as_str().unwrap_or(""), r["offset"].as_u64().unwrap_or(0));
+        ranges
+            .iter()
+            .find(|((f, _, _), (s, e))| f == file && (*s..*e).contains(&offset))
+            .map(|((_, t, a), _)| (t.clone(), *a))
+    };
+    let prints = |e: &Env| -> Vec<Value> {
+        e.records().into_iter().filter(|r| r["component"] == "worker" && in_range(r).is_some()).collect()
+    };
+    env.wait_for("the prints inside task ranges", |e| prints(e).len() >= 9);
+    stop(agent);
+    assert!(env.events().values().all(|&n| n == 1), "the events were not read again after the restart");
+    for r in prints(&env) {
+        let (task, attempt) = in_range(&r).unwrap();
+        assert_eq!((r["task_id"].as_str(), r["task_attempt"].as_u64()), (Some(task.as_str()), Some(attempt)), "{r}");
+    }
+}

@@ -259,6 +259,8 @@ impl Source {
         let ray = RayCounter::new(metrics.clone(), &cfg.node.name);
         let mut corr = Correlator::with_zone(cfg.source.parse.zone.clone());
         let tasks_log = open_tasks_log(&cfg.source.state_dir, &mut corr);
+        // Ray's task events come to this agent: a task's print waits for its range.
+        corr.await_tasks(cfg.events.is_some());
         Source {
             enrich: Enrich::new(
                 Batch::new(0, node).needing(cfg.batch_needs()),
