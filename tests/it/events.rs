@@ -159,6 +159,19 @@ address = "127.0.0.1:{port}"
         m
     }
 
+    /// Starts the agent, posts it every one of Ray's posts, waits until each event
+    /// arrived and stops it; returns its spool dir (the spool the receiver wrote).
+    fn spool_posts(&self) -> PathBuf {
+        let agent = self.start();
+        for p in posts() {
+            post_until_taken(self.port, &p);
+        }
+        let want = posted_ids().len();
+        self.wait_for("every posted event", |e| e.events().len() == want);
+        stop(agent);
+        self.root.join("state/ray_events")
+    }
+
     fn wait_for(&self, what: &str, pred: impl Fn(&Env) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !pred(self) {
@@ -257,14 +270,7 @@ fn accepted_events_survive_sigkill_and_reach_the_sink_with_the_logs_ids() {
 fn trace_and_health_read_a_spool_next_to_the_logs() {
     // The agent's own spool, written from Ray's real posts.
     let env = Env::new("cli");
-    let agent = env.start();
-    for p in posts() {
-        post_until_taken(env.port, &p);
-    }
-    let want = posted_ids().len();
-    env.wait_for("every posted event", |e| e.events().len() == want);
-    stop(agent);
-    let spool = env.root.join("state/ray_events");
+    let spool = env.spool_posts();
     let logs = fixture();
     let run = |args: &[&str], paths: &[&Path]| -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_raylog")).args(args).args(paths).output().unwrap();
@@ -361,14 +367,7 @@ fn posted_ranges() -> BTreeMap<(String, String, u64), (u64, u64)> {
 #[test]
 fn task_prints_are_tagged_offline_from_the_spool_beside_the_logs() {
     let env = Env::new("tasks");
-    let agent = env.start();
-    for p in posts() {
-        post_until_taken(env.port, &p);
-    }
-    let want = posted_ids().len();
-    env.wait_for("every posted event", |e| e.events().len() == want);
-    stop(agent);
-    let spool = env.root.join("state/ray_events");
+    let spool = env.spool_posts();
     let ranges = posted_ranges();
     assert!(ranges.len() >= 8, "the run's tasks posted ranges: {ranges:?}");
     let out = Command::new(env!("CARGO_BIN_EXE_raylog")).arg("parse").arg(fixture()).arg(&spool).output().unwrap();
@@ -424,13 +423,7 @@ fn task_ranges_survive_a_restart_after_their_events_were_acknowledged() {
     let aside = env.root.join("aside");
     std::fs::rename(&logs, &aside).unwrap();
     std::fs::create_dir_all(&logs).unwrap();
-    let agent = env.start();
-    for p in posts() {
-        post_until_taken(env.port, &p);
-    }
-    let want = posted_ids().len();
-    env.wait_for("every posted event", |e| e.events().len() == want);
-    stop(agent);
+    env.spool_posts();
     assert!(env.root.join("state/tasks.journal").is_file(), "the ranges were journaled");
     for e in std::fs::read_dir(&aside).unwrap().flatten() {
         std::fs::copy(e.path(), logs.join(e.file_name())).unwrap();
