@@ -27,7 +27,7 @@ use crate::classify::FileMeta;
 use crate::id::{Id, ACTOR_HEX, WORKER_HEX};
 use crate::ids_in_text::{scan_prose, trailing_pairs};
 use crate::record::Ids;
-use crate::task_logs::{Lookup, TaskLogInfo, TaskRanges};
+use crate::task_logs::{Lookup, TaskLog, TaskLogInfo, TaskRanges};
 use crate::time::{Timestamp, Zone};
 use crate::workers::Workers;
 
@@ -202,7 +202,8 @@ impl Correlator {
     /// are read before any event of the session arrives, so knowing ranges of the
     /// session is not enough where events come live.
     pub fn expects_tasks(&self, file: &FileMeta) -> bool {
-        self.awaits_tasks || self.tasks.expects(file.session.as_deref())
+        let session = file.session.as_deref();
+        self.tasks.expects(session) || (self.awaits_tasks && !self.tasks.without_ranges(session))
     }
 
     /// Task events are received as the logs are read (the agent with `[events]`):
@@ -297,15 +298,22 @@ impl Correlator {
     }
 
     /// Takes in the task ranges a spool line of `file` (a `ray_event` file) states,
-    /// if any. A substring test first: most events carry none.
+    /// if any, or that its session's tasks run without them. A substring test
+    /// first: most events are of neither kind.
     pub fn learn_task_log_of(&mut self, file: &FileMeta, text: &str) -> bool {
         let finder = |n: &[u8]| memchr::memmem::find(text.as_bytes(), n).is_some();
-        if !(finder(b"askLogInfo") || finder(b"ask_log_info")) {
+        if !(finder(b"askLogInfo") || finder(b"ask_log_info") || finder(b"\"RUNNING\"")) {
             return false;
         }
-        match TaskLogInfo::parse(text) {
-            Some(info) => self.learn_task_log(&info, file.session.as_deref().unwrap_or("")),
-            None => false,
+        let default = file.session.as_deref().unwrap_or("");
+        match TaskLog::parse(text) {
+            Some(TaskLog::Ranges(info)) => self.learn_task_log(&info, default),
+            Some(TaskLog::RunningWithout { session }) if self.tasks.note_without(session.unwrap_or(default)) => {
+                // Prints held for a range of that session go out now.
+                self.learned += 1;
+                true
+            }
+            _ => false,
         }
     }
 

@@ -39,10 +39,21 @@ pub struct FileRange<'a> {
     pub end: Option<u64>,
 }
 
-impl<'a> TaskLogInfo<'a> {
-    /// The `taskLogInfo` of a spool line (`{"event":{…}}`) or a bare event; `None`
-    /// when it is not a task lifecycle event with one (or not JSON).
-    pub fn parse(text: &'a str) -> Option<TaskLogInfo<'a>> {
+/// What a task lifecycle event says about the attempt's output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskLog<'a> {
+    /// Its byte ranges.
+    Ranges(TaskLogInfo<'a>),
+    /// A normal task attempt of `session` began `RUNNING` and the event gave no
+    /// range: Ray 2.60 does that for every task while it rotates worker files
+    /// itself (`RAY_ROTATION_MAX_BYTES`), so none of the session's prints will get one.
+    RunningWithout { session: Option<&'a str> },
+}
+
+impl<'a> TaskLog<'a> {
+    /// What a spool line (`{"event":{…}}`) or a bare event says; `None` when it is
+    /// not a task lifecycle event (or not JSON), or says neither.
+    pub fn parse(text: &'a str) -> Option<TaskLog<'a>> {
         let mut event = None;
         members(text, |k, v| {
             if k == "event" && v.raw().starts_with('{') {
@@ -57,16 +68,38 @@ impl<'a> TaskLogInfo<'a> {
             _ => {}
         })
         .ok()?;
-        let (mut task_id, mut attempt, mut info) = (None, 0, None);
+        let (mut task_id, mut attempt, mut info, mut running) = (None, 0, None, false);
         members(payload?, |k, v| match k {
             "taskId" | "task_id" => task_id = v.plain_str().and_then(|s| id_from_base64(s.as_bytes())),
             "taskAttempt" | "task_attempt" => attempt = number(v).unwrap_or(0) as u32,
             "taskLogInfo" | "task_log_info" if v.raw().starts_with('{') => info = Some(v.raw()),
+            "stateTransitions" | "state_transitions" => running = v.raw().contains("\"RUNNING\""),
             _ => {}
         })
         .ok()?;
-        let ranges = file_ranges(info?)?;
-        Some(TaskLogInfo { task_id: task_id?, attempt, session, ranges })
+        let task_id = task_id?;
+        match info {
+            Some(info) => Some(TaskLog::Ranges(TaskLogInfo { task_id, attempt, session, ranges: file_ranges(info)? })),
+            // A normal task's: an actor's calls never come with ranges, nor the driver's.
+            None if running && task_id.actor_of_task().is_none() && !task_id.as_str().starts_with(DRIVER_TASK) => {
+                Some(TaskLog::RunningWithout { session })
+            }
+            None => None,
+        }
+    }
+}
+
+/// How a driver's task id starts (its unique part is all `f`).
+const DRIVER_TASK: &str = "ffffffffffffffff";
+
+impl<'a> TaskLogInfo<'a> {
+    /// The `taskLogInfo` of a spool line (`{"event":{…}}`) or a bare event; `None`
+    /// when it is not a task lifecycle event with one (or not JSON).
+    pub fn parse(text: &'a str) -> Option<TaskLogInfo<'a>> {
+        match TaskLog::parse(text)? {
+            TaskLog::Ranges(info) => Some(info),
+            TaskLog::RunningWithout { .. } => None,
+        }
     }
 }
 
@@ -140,6 +173,8 @@ pub struct TaskRanges {
     /// Ranges added or changed since [`TaskRanges::take_changed`], when tracked
     /// (the agent writes them ahead of the batch that carries their event).
     changed: Option<Vec<SavedRange>>,
+    /// Sessions whose normal tasks run without ranges (see [`TaskLog::RunningWithout`]).
+    without: std::collections::HashSet<Box<str>>,
 }
 
 /// Files whose ranges are kept: past it the oldest file's go. A file's ranges
@@ -265,6 +300,23 @@ impl TaskRanges {
             }));
         }
         out
+    }
+
+    /// Notes that `session`'s tasks run without ranges; true when this is news.
+    pub fn note_without(&mut self, session: &str) -> bool {
+        !self.without.contains(session) && self.without.insert(session.into())
+    }
+
+    /// Whether `session`'s tasks were seen running without ranges, and none of its
+    /// ranges is known (a range that comes later says otherwise).
+    pub fn without_ranges(&self, session: Option<&str>) -> bool {
+        let s = session.unwrap_or("");
+        (self.without.contains(s) || self.without.contains("")) && !self.expects(session)
+    }
+
+    /// The sessions seen running tasks without ranges.
+    pub fn sessions_without(&self) -> impl Iterator<Item = &str> {
+        self.without.iter().map(|s| &**s)
     }
 
     /// Whether any range of `session` is known (of any session when `None`): only

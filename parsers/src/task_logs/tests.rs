@@ -196,3 +196,13 @@ fn ranges_are_bounded() {
     assert_eq!(t.lookup("s", "a", 40), Lookup::NotYet, "the oldest file went");
     assert_eq!(t.lookup("s", "f1", 0), Lookup::Task { task_id: id, attempt: 0 });
 }
+
+/// In the run that gave ranges, no event says a normal task ran without one: the
+/// driver's task and the actors' calls, which never have ranges, do not count.
+#[test]
+fn a_run_with_ranges_never_looks_like_one_without() {
+    let events = posted_events();
+    let kinds: Vec<TaskLog<'_>> = events.iter().filter_map(|e| TaskLog::parse(e)).collect();
+    assert_eq!(kinds.len(), 7, "the seven ranges");
+    assert!(kinds.iter().all(|k| matches!(k, TaskLog::Ranges(_))), "{kinds:?}");
+}

@@ -152,7 +152,8 @@ impl HeldRecord {
         }
         match corr.task_at(&self.meta, self.offset) {
             Some(Lookup::Task { task_id, attempt }) => Ok(Some((task_id, attempt))),
-            Some(Lookup::NotYet) => Err(()),
+            // Its session's tasks turned out to run without ranges: no use waiting.
+            Some(Lookup::NotYet) if corr.expects_tasks(&self.meta) => Err(()),
             _ => Ok(None),
         }
     }

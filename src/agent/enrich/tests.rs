@@ -271,3 +271,24 @@ fn a_task_print_waits_for_its_attempts_range_and_goes_out_tagged() {
     assert_eq!(rig.release(after + HOLD), msgs(&[("worker's own line", None)]));
     assert_eq!(rig.e.hold.untagged_tasks, 1);
 }
+
+/// With task events received, a print waits for its range from the start; once
+/// its session's tasks are seen running without ranges (what Ray 2.60 posts while
+/// `RAY_ROTATION_MAX_BYTES` is set: this event is one it posted then, its session
+/// renamed to the rig's), the held print goes out at once, and later ones wait no more.
+#[test]
+fn prints_stop_waiting_once_their_sessions_tasks_run_without_ranges() {
+    const RUNNING_WITHOUT: &str = r#"{"eventId": "XW2OleiG0IWVb+Ba+mbA7jsIGN7FaaoF9P7Odg==", "sourceType": "CORE_WORKER", "eventType": "TASK_LIFECYCLE_EVENT", "timestamp": "2026-12-07T16:30:27.069859214Z", "severity": "INFO", "sessionName": "session_x", "taskLifecycleEvent": {"taskId": "yO9FzNARJXH///////////////8BAAAA", "stateTransitions": [{"state": "RUNNING", "timestamp": "2026-12-07T16:30:27.069859214Z"}], "workerPid": 14154, "jobId": "AQAAAA==", "taskAttempt": 0, "nodeId": "", "workerId": ""}, "nodeId": "QxNc9ovchrLHTN7VRVvnF9foqIzAfRkpN7TvoQ==", "message": ""}"#;
+    let spool = classify("ray_events-000000000001.ndjson", None);
+    let mut rig = Rig::new();
+    rig.corr.await_tasks(true);
+    let (_, after) = rig.read(":job_id:01000000\nprint 0\n");
+    assert_eq!(rig.e.hold.len(), 1, "with task events received, a print waits for its range");
+    assert_eq!(rig.release(after), vec![]);
+    assert!(rig.corr.learn_task_log_of(&spool, RUNNING_WITHOUT));
+    assert_eq!(rig.release(after), msgs(&[("print 0", None)]));
+    assert_eq!(rig.e.hold.untagged_tasks, 0, "it did not wait in vain: nothing was coming");
+    rig.read("print 1\n");
+    assert!(rig.e.hold.is_empty(), "later prints of the session do not wait");
+    assert_eq!(rig.e.batch.len(), 1, "print 1 went straight into the batch");
+}

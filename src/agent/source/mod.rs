@@ -186,6 +186,8 @@ pub struct Source {
     tasks_log: Option<TasksLog>,
     /// Writing `tasks_log` failed (logged once until it works again).
     tasks_failing: bool,
+    /// Sessions whose tasks run without ranges, already warned about.
+    warned_without: usize,
     seq: u64,
     first_scan: bool,
     /// No checkpoint existed at start (`start_at` applies to the files then present).
@@ -287,6 +289,7 @@ impl Source {
             times_failing: false,
             tasks_log,
             tasks_failing: false,
+            warned_without: 0,
             seq: 0,
             first_scan: true,
             first_start,
@@ -533,6 +536,7 @@ impl Source {
         m.task_prints_untagged.store(self.enrich.hold.untagged_tasks, Relaxed);
         m.task_ranges_files.store(self.corr.tasks().files() as i64, Relaxed);
         m.workers_known.store(self.corr.workers() as i64, Relaxed);
+        self.warn_without_ranges();
     }
 
     /// Sends the batch when it is full or old enough (or `force`), with the
@@ -617,6 +621,18 @@ impl Source {
                 tracing::error!(state_dir = %dir, error = %e, "cannot write the journal of task ranges; sending anyway (after a restart, prints may go out without their task_id): check state_dir's disk");
             }
             Err(_) => {}
+        }
+    }
+
+    /// Warns once per session whose task events come without byte ranges: its
+    /// prints go out without `task_id`, and the likely cause is Ray's own rotation.
+    fn warn_without_ranges(&mut self) {
+        let tasks = self.corr.tasks();
+        let n = tasks.sessions_without().count();
+        if n > self.warned_without {
+            let sessions: Vec<&str> = tasks.sessions_without().collect();
+            tracing::warn!(?sessions, "Ray's task events of these sessions give no taskLogInfo, so their prints go out without task_id; Ray 2.60 gives none while it rotates worker files itself: unset RAY_ROTATION_MAX_BYTES to have them");
+            self.warned_without = n;
         }
     }
 
