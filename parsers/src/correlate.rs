@@ -184,10 +184,6 @@ impl Correlator {
         if file.component != "worker" || file.stream.is_none() || file.worker_id.is_none() {
             return None;
         }
-        if self.tasks.is_empty() {
-            // No task events (the common case without them): nothing to look up.
-            return Some(Lookup::NotYet);
-        }
         let name = file.rel_path.rsplit('/').next().unwrap_or(&file.rel_path);
         let name = match (file.rotation, name.rsplit_once('.')) {
             (Some(_), Some((live, n))) if n.bytes().all(|b| b.is_ascii_digit()) => live,
@@ -204,6 +200,13 @@ impl Correlator {
     pub fn expects_tasks(&self, file: &FileMeta) -> bool {
         let session = file.session.as_deref();
         self.tasks.expects(session) || (self.awaits_tasks && !self.tasks.without_ranges(session))
+    }
+
+    /// Whether any print can be tagged with a task, or wait for one: ranges are
+    /// known, or task events are received.
+    #[inline]
+    pub fn tags_tasks(&self) -> bool {
+        self.awaits_tasks || !self.tasks.is_empty()
     }
 
     /// Task events are received as the logs are read (the agent with `[events]`):

@@ -677,6 +677,10 @@ impl FileParser {
 /// ranges of its session are known, and its worker hosts no actor (an actor's
 /// method calls come without ranges: its prints carry the actor instead).
 fn tag_task(corr: &Correlator, meta: &FileMeta, offset: u64, actor_name: Option<&str>, ids: &mut Ids) -> bool {
+    if !corr.tags_tasks() {
+        // No task event known or coming: the common case, checked first on every record.
+        return false;
+    }
     match corr.task_at(meta, offset) {
         Some(Lookup::Task { task_id, attempt }) => {
             ids.task_id = Some(task_id);
