@@ -13,6 +13,7 @@
 //! - [`api`] and [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`events`]: Ray's exported events, received over HTTP, spooled, read like a
 //!   log file, and forwarded.
+//! - [`traces`]: Ray's task events, as read, made into OpenTelemetry spans.
 
 pub mod api;
 pub mod batch;
@@ -28,6 +29,7 @@ pub mod ray_metrics;
 pub mod run;
 pub mod sinks;
 pub mod source;
+pub mod traces;
 pub mod watch;
 
 /// Gives freed heap memory back to the OS. glibc keeps freed small blocks for
