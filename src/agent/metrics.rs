@@ -87,6 +87,9 @@ pub struct SinkMetrics {
     pub parked: AtomicU64,
     /// Parked records (of an earlier stop) delivered since the start.
     pub unparked: AtomicU64,
+    /// Task spans stored by the trace backend, and refused by it for good.
+    pub spans_sent: AtomicU64,
+    pub spans_refused: AtomicU64,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -243,7 +246,7 @@ impl Metrics {
 
     fn render_sinks(&self, s: &mut String) {
         type Getter = fn(&SinkMetrics) -> u64;
-        let per_sink: [(&str, &str, Getter); 7] = [
+        let per_sink: [(&str, &str, Getter); 9] = [
             ("raylog_sink_records_sent_total", "Records acknowledged by the sink.", |m| m.records_sent.load(Relaxed)),
             ("raylog_sink_batches_sent_total", "Batches acknowledged by the sink.", |m| m.batches_sent.load(Relaxed)),
             ("raylog_sink_bytes_sent_total", "Request body bytes sent.", |m| m.bytes_sent.load(Relaxed)),
@@ -262,6 +265,14 @@ impl Metrics {
                 "raylog_sink_records_unparked_total",
                 "Records parked at an earlier stop and delivered since this start (included in records sent).",
                 |m| m.unparked.load(Relaxed),
+            ),
+            ("raylog_sink_spans_sent_total", "Task spans the trace backend stored (traces = true).", |m| {
+                m.spans_sent.load(Relaxed)
+            }),
+            (
+                "raylog_sink_spans_refused_total",
+                "Task spans the trace backend refused for good (400, 413, partial success).",
+                |m| m.spans_refused.load(Relaxed),
             ),
         ];
         for (name, help, get) in per_sink {

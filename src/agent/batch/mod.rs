@@ -189,6 +189,9 @@ pub struct Batch {
     last_spans: [Span; 4],
     /// The same for the file's full path (two roots may hold files alike in all else).
     last_path: (String, Span),
+    /// Spans of Ray's tasks finished while the batch filled (see
+    /// [`crate::agent::traces`]): the OTLP sink with `traces = true` sends them.
+    pub spans: Vec<crate::agent::traces::span::TaskSpan>,
 }
 
 impl Batch {
@@ -216,6 +219,7 @@ impl Batch {
             text: Vec::with_capacity(prev.text.len() + prev.text.len() / 8),
             pairs: Vec::with_capacity(prev.pairs.len() + prev.pairs.len() / 8),
             entries: Vec::with_capacity(prev.entries.len() + prev.entries.len() / 8),
+            spans: Vec::new(),
         }
     }
 
@@ -226,6 +230,7 @@ impl Batch {
         self.text.clear();
         self.pairs.clear();
         self.entries.clear();
+        self.spans.clear();
         self.last_file.clear();
         self.last_path = Default::default();
         self

@@ -17,9 +17,11 @@ use raylog_parsers::record::{Level, Stream};
 
 use super::{Batch, BatchRecord, Needs, NodeIdentity, Span};
 
-/// What starts every parked batch (and says its format): version 2 adds each
-/// entry's task attempt; version 1, which a raylog before it parked, is still read.
-const MAGIC: &[u8; 8] = b"RLPARK2\n";
+/// What starts every parked batch (and says its format): version 3 adds the task
+/// spans the batch carries (JSON, before the entries); version 2 each entry's task
+/// attempt; versions 1 and 2, which raylogs before them parked, are still read.
+const MAGIC: &[u8; 8] = b"RLPARK3\n";
+const MAGIC_V2: &[u8; 8] = b"RLPARK2\n";
 const MAGIC_V1: &[u8; 8] = b"RLPARK1\n";
 /// Bytes of one entry of version 1: 2 i64, 3 flag/option bytes, pid, offset,
 /// json range, pieces, 14 spans, doc id.
@@ -61,6 +63,11 @@ pub fn park(batch: &Batch, only: Option<&[u32]>) -> Vec<u8> {
         put_u32(&mut out, arena.len() as u32);
         out.extend_from_slice(arena);
     }
+    // The spans whole, whatever `only` keeps: the sink may not have sent them yet,
+    // and a span sent twice is the same span.
+    let spans = serde_json::to_vec(&batch.spans).unwrap_or_else(|_| b"[]".to_vec());
+    put_u32(&mut out, spans.len() as u32);
+    out.extend_from_slice(&spans);
     let kept: Vec<&BatchRecord> = only.iter().filter_map(|&i| batch.entries.get(i as usize)).collect();
     put_u32(&mut out, kept.len() as u32);
     for e in kept {
@@ -73,9 +80,10 @@ pub fn park(batch: &Batch, only: Option<&[u32]>) -> Vec<u8> {
 
 /// The batch [`park`] wrote, numbered `seq`, after checking it whole.
 pub fn unpark(bytes: &[u8], seq: u64) -> Result<Batch, Unparkable> {
-    let v2 = match bytes.get(..8) {
-        Some(m) if m == MAGIC => true,
-        Some(m) if m == MAGIC_V1 => false,
+    let (v2, v3) = match bytes.get(..8) {
+        Some(m) if m == MAGIC => (true, true),
+        Some(m) if m == MAGIC_V2 => (true, false),
+        Some(m) if m == MAGIC_V1 => (false, false),
         _ => return Err(Unparkable("it does not start as one")),
     };
     if bytes.len() < 12 {
@@ -99,6 +107,9 @@ pub fn unpark(bytes: &[u8], seq: u64) -> Result<Batch, Unparkable> {
     b.json = r.bytes()?.to_vec();
     b.text = r.bytes()?.to_vec();
     b.pairs = r.bytes()?.to_vec();
+    if v3 {
+        b.spans = serde_json::from_slice(r.bytes()?).map_err(|_| Unparkable("its spans do not read"))?;
+    }
     let count = r.u32()? as usize;
     if count.saturating_mul(if v2 { ENTRY } else { ENTRY_V1 }) != r.rest.len() {
         return Err(Unparkable("its entries are not whole"));

@@ -208,6 +208,14 @@ impl Config {
         })
     }
 
+    /// The tracer's bounds, when a sink sends traces.
+    pub fn traces(&self) -> Option<crate::agent::traces::Settings> {
+        self.sinks.iter().find_map(|s| match s {
+            SinkConfig::Otlp(o) => o.traces.as_ref().map(|t| t.settings),
+            _ => None,
+        })
+    }
+
     /// What the configured sinks read from each batch (see [`Needs`]).
     pub fn batch_needs(&self) -> crate::agent::batch::Needs {
         let mut needs = crate::agent::batch::Needs::NONE;
@@ -285,6 +293,16 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
         raw.sinks.iter().enumerate().map(|(i, s)| validate_sink(s, &format!("sinks[{i}]"), p)).collect();
     if sinks.is_empty() {
         sinks.push(SinkConfig::Stdout { name: "stdout".into() });
+    }
+    let traced: Vec<usize> = (sinks.iter().enumerate())
+        .filter(|(_, s)| matches!(s, SinkConfig::Otlp(o) if o.traces.is_some()))
+        .map(|(i, _)| i)
+        .collect();
+    if let [_, second, ..] = traced[..] {
+        p.add(
+            &format!("sinks[{second}].traces"),
+            "one sink at most may send traces (every node builds each span once)",
+        );
     }
     let mut names = std::collections::HashSet::new();
     for (i, s) in sinks.iter().enumerate() {

@@ -15,6 +15,7 @@ use super::times::Times;
 use crate::agent::batch::{doc_id_from, Batch};
 use crate::agent::checkpoint::FileKey;
 use crate::agent::ray_metrics::RayCounter;
+use crate::agent::traces::Tracer;
 
 /// The enrich stage, one value owned by the source: the batch being filled, the
 /// hold, the Ray record counters, and how long actor output waits. The source hands
@@ -25,6 +26,8 @@ pub struct Enrich {
     pub ray: RayCounter,
     /// The times untimed records entered the batch with, and got before a restart.
     pub times: Times,
+    /// Ray's task events made into spans, when a sink sends traces.
+    pub tracer: Option<Tracer>,
     actor_hold: Duration,
 }
 
@@ -40,7 +43,13 @@ pub struct FileRoute {
 
 impl Enrich {
     pub fn new(batch: Batch, ray: RayCounter, actor_hold: Duration, times: Times) -> Enrich {
-        Enrich { batch, hold: Hold::default(), ray, times, actor_hold }
+        Enrich { batch, hold: Hold::default(), ray, times, tracer: None, actor_hold }
+    }
+
+    /// The stage with `tracer` making spans of the task events read.
+    pub fn tracing(mut self, tracer: Option<Tracer>) -> Enrich {
+        self.tracer = tracer;
+        self
     }
 
     /// Puts `r` of file `key` into the batch, noting its time if not its own.
@@ -71,6 +80,9 @@ impl Router<'_> {
         let e = &mut *self.enrich;
         // Counted here, once: a held record is released into the batch, not routed again.
         e.ray.count(self.component, r);
+        if let Some(t) = e.tracer.as_mut().filter(|_| self.f.meta.component == "ray_event") {
+            t.observe(r, self.now);
+        }
         // Read again after a restart: the time it went out with before.
         let redated;
         let r = match e.times.restored(self.f.seed, r) {

@@ -61,6 +61,9 @@ pub struct Delivery {
     /// How many of the [`DeadReason::Partial`] records in `rejected` the receiver
     /// stored after all: counted as sent, not as dead letters.
     pub stored_anyway: u64,
+    /// Task spans the trace backend stored, and those it refused for good.
+    pub spans_sent: u64,
+    pub spans_refused: u64,
 }
 
 impl Delivery {
@@ -139,6 +142,11 @@ impl SinkImpl {
             SinkConfig::Elasticsearch(c) => SinkImpl::Elasticsearch(elasticsearch::service::EsSink::new((**c).clone())),
             SinkConfig::Otlp(c) => SinkImpl::Otlp(otlp::service::OtlpSink::new((**c).clone())),
         })
+    }
+
+    /// Whether it sends the spans of a batch (an OTLP sink with `traces = true`).
+    pub fn sends_spans(&self) -> bool {
+        matches!(self, SinkImpl::Otlp(s) if s.sends_spans())
     }
 
     /// Sends the entries `only` selects (all when `None`), reporting settled
@@ -251,7 +259,7 @@ pub async fn run_sink(mut t: SinkTask) {
     }
     while let Some((batch, made)) = t.batches.recv().await {
         // A batch can carry only checkpoint progress (marker lines, held records).
-        if !batch.is_empty() {
+        if !batch.is_empty() || (!batch.spans.is_empty() && t.sink.sends_spans()) {
             let (acks, index) = (t.acks.clone(), t.index);
             if let Err(left) = deliver(&mut t, &batch, Progress::to(&acks, batch.seq, index)).await {
                 // Shutting down with this batch undelivered: park it and what is
@@ -301,6 +309,8 @@ async fn deliver(t: &mut SinkTask, batch: &Batch, mut progress: Progress<'_>) ->
                 m.bytes_sent.fetch_add(bytes as u64, Relaxed);
                 m.records_sent.fetch_add(d.settle(pending), Relaxed);
                 m.duplicates.fetch_add(d.duplicates, Relaxed);
+                m.spans_sent.fetch_add(d.spans_sent, Relaxed);
+                m.spans_refused.fetch_add(d.spans_refused, Relaxed);
                 if !d.rejected.is_empty() && !dead_letter(t, batch, &d.rejected, d.stored_anyway).await {
                     // The rejected ones were not written down: they go again.
                     return Err(left(&only, &progress));

@@ -92,6 +92,7 @@ use crate::agent::enrich::Enrich;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{Cut, Dispatcher, Mark};
 use crate::agent::ray_metrics::RayCounter;
+use crate::agent::traces::Tracer;
 use table::Table;
 pub use wake::{Changes, Wake};
 
@@ -261,6 +262,7 @@ impl Source {
         let ray = RayCounter::new(metrics.clone(), &cfg.node.name);
         let mut corr = Correlator::with_zone(cfg.source.parse.zone.clone());
         let tasks_log = open_tasks_log(&cfg.source.state_dir, &mut corr);
+        let tracer = cfg.traces().map(|s| Tracer::open(s, &cfg.source.state_dir));
         // Ray's task events come to this agent: a task's print waits for its range.
         corr.await_tasks(cfg.events.is_some());
         Source {
@@ -269,7 +271,8 @@ impl Source {
                 ray,
                 cfg.source.actor_hold,
                 Times::restoring(times_log.take_found()),
-            ),
+            )
+            .tracing(tracer),
             corr,
             split_merge: cfg.streams_split_by_component(),
             cfg,
@@ -547,7 +550,11 @@ impl Source {
             || self.enrich.batch.bytes() >= self.cfg.batch.max_bytes;
         let due = self.batch_started.elapsed() >= self.cfg.batch.max_wait;
         let has_positions = !self.dirty.is_empty() || !self.closed.is_empty();
-        if !(full || ((due || force) && (!self.enrich.batch.is_empty() || has_positions))) {
+        if due || force {
+            self.take_spans();
+        }
+        let has_spans = !self.enrich.batch.spans.is_empty();
+        if !(full || ((due || force) && (!self.enrich.batch.is_empty() || has_positions || has_spans))) {
             if self.enrich.batch.bytes() >= self.marked_bytes + MARK_BYTES {
                 self.mark();
             }
@@ -572,11 +579,21 @@ impl Source {
         self.batch_started = Instant::now();
         self.write_times(batch.seq);
         self.write_tasks();
+        if let Some(t) = self.enrich.tracer.as_mut() {
+            t.write_journal(&self.cfg.source.state_dir);
+        }
         let cut = Cut { batch: Arc::new(batch), marks, positions, made: Instant::now() };
         if !self.out.send(cut) {
             // The pipeline is gone (shutting down): nothing more to do.
             self.shutdown.store(true, Relaxed);
         }
+    }
+
+    /// Moves the spans finished (or ended by a timeout now) into the batch.
+    fn take_spans(&mut self) {
+        let Some(t) = self.enrich.tracer.as_mut() else { return };
+        t.sweep(crate::agent::enrich::route::now_ns());
+        self.enrich.batch.spans.append(&mut t.take_spans());
     }
 
     /// Writes the times the untimed records of batch `seq` got, and fsyncs them,

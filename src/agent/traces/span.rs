@@ -66,6 +66,23 @@ pub fn driver_task(job: &str) -> String {
     s
 }
 
+/// The trace id and `run` span id a record printed by attempt `attempt` of task
+/// `task` (hex) joins: its job's trace (the job is the task id's last 4 bytes) and the
+/// attempt's `run` span.
+pub fn record_ids(task: &str, attempt: u32) -> ([u8; 16], [u8; 8]) {
+    (trace_id(job_of_task(task).unwrap_or("")), span_id(task, attempt, Kind::Run))
+}
+
+/// Lowercase hex of `bytes` into `out` (twice as long).
+pub fn hex_into<'a>(bytes: &[u8], out: &'a mut [u8]) -> &'a str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[(b >> 4) as usize];
+        out[2 * i + 1] = DIGITS[(b & 15) as usize];
+    }
+    std::str::from_utf8(&out[..2 * bytes.len()]).unwrap_or("")
+}
+
 /// OTLP calls an all-zero trace id invalid.
 fn nonzero16(b: [u8; 16]) -> [u8; 16] {
     if b == [0; 16] {

@@ -91,7 +91,8 @@ fn a_batch_parked_by_the_version_before_reads_back() {
     let v2 = park(&b, None);
     assert_eq!(unpark(&v2, 0).unwrap().entries[1].task_attempt, Some(2));
     let start = v2.len() - b.len() * ENTRY;
-    let mut v1 = v2[..start].to_vec();
+    // Less the spans section (no spans: its length and `[]`) before the entry count.
+    let mut v1 = [&v2[..start - 4 - 6], &v2[start - 4..start]].concat();
     v1[..8].copy_from_slice(MAGIC_V1);
     for e in v2[start..].chunks(ENTRY) {
         // The attempt follows the two times, three flag bytes and the pid.
@@ -108,6 +109,29 @@ fn a_batch_parked_by_the_version_before_reads_back() {
     for (a, z) in b.entries.iter().zip(&back.entries) {
         assert_eq!(seen(&b, a), seen(&back, z));
     }
+}
+
+/// The task spans a batch carries are parked with it, whatever entries are kept.
+#[test]
+fn a_parked_batch_keeps_its_spans() {
+    use crate::agent::traces::span::{AttrValue, Kind, TaskSpan};
+    let mut b = three();
+    b.spans.push(TaskSpan {
+        trace_id: [7; 16],
+        span_id: [3; 8],
+        parent: Some([1; 8]),
+        name: "square".into(),
+        kind: Kind::Run,
+        start_ns: 10,
+        end_ns: 20,
+        error: Some("TASK_EXECUTION_EXCEPTION: bad".into()),
+        attrs: vec![("ray.task_attempt".into(), AttrValue::Int(1)), ("ray.span".into(), AttrValue::Str("run".into()))],
+        events: vec![("RUNNING".into(), 10)],
+        links: vec![[2; 8]],
+    });
+    let back = unpark(&park(&b, Some(&[1])), 1).unwrap();
+    assert_eq!(back.spans, b.spans);
+    assert_eq!(back.len(), 1);
 }
 
 #[test]

@@ -22,13 +22,15 @@ pub const TEMPLATE_FIELDS: [&str; 9] =
 pub const HIGH_CARDINALITY: [&str; 3] = ["job_id", "file", "session"];
 
 /// Record fields that may be sent as structured metadata.
-pub const METADATA_FIELDS: [&str; 13] = [
+pub const METADATA_FIELDS: [&str; 15] = [
     "node_id",
     "job_id",
     "worker_id",
     "actor_id",
     "task_id",
     "task_attempt",
+    "trace_id",
+    "span_id",
     "file",
     "pid",
     "session",
@@ -292,7 +294,9 @@ impl LokiRaw {
                 p.add(&k, "label names are letters, digits and _ and do not start with a digit");
             }
             for field in template_fields(template) {
-                if ["actor_id", "task_id", "task_attempt", "worker_id", "node_id", "pid"].contains(&field) {
+                if ["actor_id", "task_id", "task_attempt", "trace_id", "span_id", "worker_id", "node_id", "pid"]
+                    .contains(&field)
+                {
                     p.add(&k, format!("{{{field}}} would make one Loki stream per {field}; send it as structured metadata (the default) instead"));
                 } else if !TEMPLATE_FIELDS.contains(&field) {
                     p.add(&k, format!("{{{field}}} is not a known field; use any of {TEMPLATE_FIELDS:?}"));

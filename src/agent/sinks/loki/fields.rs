@@ -16,6 +16,10 @@ pub enum Field {
     File,
     Pid,
     TaskAttempt,
+    /// The trace and `run` span a task's print joins (see
+    /// [`crate::agent::traces::span::record_ids`]): computed, for records with an attempt.
+    TraceId,
+    SpanId,
     TaskName,
     ActorName,
     SubmissionId,
@@ -39,6 +43,8 @@ impl Field {
             "file" => Field::File,
             "pid" => Field::Pid,
             "task_attempt" => Field::TaskAttempt,
+            "trace_id" => Field::TraceId,
+            "span_id" => Field::SpanId,
             "task_name" => Field::TaskName,
             "actor_name" => Field::ActorName,
             "submission_id" => Field::SubmissionId,
@@ -46,13 +52,22 @@ impl Field {
         })
     }
 
-    /// The value for `e`; empty when the record has none. `num` holds a number's digits.
-    pub fn value<'b>(self, batch: &'b Batch, e: &BatchRecord, num: &'b mut [u8; 20]) -> &'b str {
-        match self {
+    /// The value for `e`; empty when the record has none. `num` holds a number's
+    /// digits or an id's hex.
+    pub fn value<'b>(self, batch: &'b Batch, e: &BatchRecord, num: &'b mut [u8; 32]) -> &'b str {
+        let digits = |num: &'b mut [u8; 32], v: u64| {
+            let (d, _) = num.split_at_mut(20);
             // Digits are UTF-8.
-            Field::Pid => e.pid.map_or("", |p| std::str::from_utf8(format_u64(num, p as u64)).unwrap_or("")),
-            Field::TaskAttempt => {
-                e.task_attempt.map_or("", |a| std::str::from_utf8(format_u64(num, a as u64)).unwrap_or(""))
+            std::str::from_utf8(format_u64(d.try_into().unwrap_or_else(|_| unreachable!()), v)).unwrap_or("")
+        };
+        match self {
+            Field::Pid => e.pid.map_or("", |p| digits(num, p as u64)),
+            Field::TaskAttempt => e.task_attempt.map_or("", |a| digits(num, a as u64)),
+            Field::TraceId | Field::SpanId => {
+                let (Some(task), Some(a)) = (batch.id(e, IdField::Task), e.task_attempt) else { return "" };
+                let (trace, span) = crate::agent::traces::span::record_ids(task, a);
+                let bytes: &[u8] = if self == Field::TraceId { &trace } else { &span };
+                crate::agent::traces::span::hex_into(bytes, num)
             }
             f => f.text(batch, e),
         }
@@ -69,7 +84,7 @@ impl Field {
             Field::Stream => e.stream.map_or("", |s| s.as_str()),
             Field::Session => batch.str(e.session),
             Field::File => batch.str(e.file),
-            Field::Pid | Field::TaskAttempt => "",
+            Field::Pid | Field::TaskAttempt | Field::TraceId | Field::SpanId => "",
             Field::TaskName => batch.str(e.task_name),
             Field::ActorName => batch.str(e.actor_name),
             Field::SubmissionId => batch.str(e.submission_id),
@@ -99,6 +114,9 @@ impl Field {
             Field::Stream => a.stream == b.stream,
             Field::Pid => a.pid == b.pid,
             Field::TaskAttempt => a.task_attempt == b.task_attempt,
+            Field::TraceId | Field::SpanId => {
+                a.task_attempt == b.task_attempt && Field::Id(IdField::Task).same(batch, a, b)
+            }
             Field::Node | Field::Cluster | Field::ServiceName => true,
             // Every other field lives in the text arena.
             _ => self.span(a) == self.span(b) || self.text(batch, a) == self.text(batch, b),

@@ -52,6 +52,24 @@ pub struct OtlpRaw {
     /// Pace requests at this rate (bytes before compression); `0` (default): unpaced
     /// until a 429 states a rate limit (Loki's does).
     pub max_bytes_per_second: Option<SizeValue>,
+    /// Send Ray's tasks as spans (`ExportTraceServiceRequest`, protobuf) too. Default false.
+    pub traces: Option<bool>,
+    /// Where spans go; default: `endpoint` with `/v1/traces` for `/v1/logs`.
+    pub traces_endpoint: Option<String>,
+    /// Spans sent per job (one trace) at most; past it they are counted. Default 10000.
+    pub traces_max_spans_per_job: Option<u64>,
+    /// A task attempt not ended after this is closed. Default `"1h"`.
+    pub traces_span_timeout: Option<DurationValue>,
+    /// Task attempts under way tracked at most; past it they are counted. Default 100000.
+    pub traces_max_open_spans: Option<u64>,
+}
+
+/// The traces output of the sink.
+#[derive(Clone, Debug)]
+pub struct TracesConfig {
+    /// Full URL (`…/v1/traces`).
+    pub url: reqwest::Url,
+    pub settings: crate::agent::traces::Settings,
 }
 
 /// Wire encoding of a request.
@@ -90,6 +108,8 @@ pub struct OtlpConfig {
     pub client: reqwest::Client,
     pub max_request_bytes: usize,
     pub max_bytes_per_second: Option<u64>,
+    /// `traces = true`: where spans go, and the tracer's bounds.
+    pub traces: Option<TracesConfig>,
 }
 
 /// Headers the sink sets itself: a configured one would contradict the body.
@@ -174,7 +194,9 @@ impl OtlpRaw {
         if (1..1024).contains(&pace) {
             p.add(&format!("{key}.max_bytes_per_second"), "must be 0 (unpaced) or at least 1KiB");
         }
+        let traces = self.traces_config(key, &http.url, p);
         OtlpConfig {
+            traces,
             max_request_bytes: max_request_bytes as usize,
             max_bytes_per_second: (pace > 0).then_some(pace),
             name: self.name.clone().unwrap_or_else(|| "otlp".into()),
@@ -188,6 +210,67 @@ impl OtlpRaw {
             resource_attributes: self.resource_attributes.clone(),
             client: http.client,
         }
+    }
+
+    /// The traces output, when `traces = true`; the `traces_*` keys are problems
+    /// without it.
+    fn traces_config(&self, key: &str, logs: &reqwest::Url, p: &mut Problems) -> Option<TracesConfig> {
+        if self.traces != Some(true) {
+            let set = [
+                ("traces_endpoint", self.traces_endpoint.is_some()),
+                ("traces_max_spans_per_job", self.traces_max_spans_per_job.is_some()),
+                ("traces_span_timeout", self.traces_span_timeout.is_some()),
+                ("traces_max_open_spans", self.traces_max_open_spans.is_some()),
+            ];
+            for (k, _) in set.iter().filter(|(_, set)| *set) {
+                p.add(&format!("{key}.{k}"), "is set but traces is not true: add `traces = true` or remove it");
+            }
+            return None;
+        }
+        let url = match &self.traces_endpoint {
+            Some(e) => {
+                let http = HttpRaw {
+                    endpoint: Some(e),
+                    example: "http://tempo:4318",
+                    api_path: "/v1/traces",
+                    basic_auth: None,
+                    token: ("bearer_token", None),
+                    tls: &self.tls,
+                    timeout: &self.timeout,
+                };
+                let mut q = Problems::default();
+                let v = http.validate(key, &mut q);
+                let (from, to) = (format!("{key}.endpoint"), format!("{key}.traces_endpoint"));
+                p.0.extend(q.0.into_iter().map(|m| m.replacen(&from, &to, 1)));
+                v.url
+            }
+            None => {
+                let path = logs.path().strip_suffix("/v1/logs").unwrap_or(logs.path());
+                if path.ends_with("/otlp") {
+                    p.add(&format!("{key}.traces"), format!("{path:?} looks like Loki's OTLP endpoint, which takes logs only, no traces: set traces_endpoint to a trace backend (Tempo, Jaeger, an OpenTelemetry Collector: e.g. \"http://tempo:4318\")"));
+                }
+                let mut url = logs.clone();
+                url.set_path(&format!("{path}/v1/traces"));
+                url
+            }
+        };
+        let per_job = self.traces_max_spans_per_job.unwrap_or(10_000);
+        if per_job == 0 {
+            p.add(&format!("{key}.traces_max_spans_per_job"), "must be at least 1");
+        }
+        let open = self.traces_max_open_spans.unwrap_or(100_000);
+        if !(1..=10_000_000).contains(&open) {
+            p.add(&format!("{key}.traces_max_open_spans"), "must be from 1 to 10000000");
+        }
+        use crate::agent::config::values::{DAY, HOUR, SEC};
+        let timeout = (self.traces_span_timeout.as_ref())
+            .map_or(HOUR, |d| d.get(&format!("{key}.traces_span_timeout"), SEC..=7 * DAY, p));
+        let settings = crate::agent::traces::Settings {
+            max_spans_per_job: per_job,
+            span_timeout: timeout,
+            max_open_spans: open as usize,
+        };
+        Some(TracesConfig { url, settings })
     }
 
     /// `headers`, resolved; each bad name or value is a problem under its key.

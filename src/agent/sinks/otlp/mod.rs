@@ -6,12 +6,14 @@
 //! - [`encode`]: a batch → `ExportLogsServiceRequest`, protobuf or OTLP/JSON (+gzip).
 //! - [`response`]: reading partial successes and error statuses.
 //! - [`service`]: the HTTP client: what the receiver did with each record.
+//! - [`traces`]: with `traces = true`, a batch's task spans → `ExportTraceServiceRequest`.
 
 pub mod attrs;
 pub mod config;
 pub mod encode;
 pub mod response;
 pub mod service;
+pub mod traces;
 
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,7 @@ use reqwest::StatusCode;
 use super::config::OtlpConfig;
 use super::encode::OtlpEncoder;
 use super::response::{self, Partial};
+use super::traces;
 use crate::agent::batch::Batch;
 use crate::agent::sinks::loki::pace::Pacer;
 use crate::agent::sinks::{
@@ -58,6 +59,11 @@ impl OtlpSink {
         OtlpSink { encoder: Box::new(OtlpEncoder::new(&cfg)), pacer: Pacer::new(cfg.max_bytes_per_second), cfg }
     }
 
+    /// Whether `traces = true`.
+    pub fn sends_spans(&self) -> bool {
+        self.cfg.traces.is_some()
+    }
+
     /// Sends the entries `only` selects (all when `None`). Returns the bytes sent.
     pub async fn send(&mut self, batch: &Batch, only: Option<&[u32]>) -> Result<(Delivery, usize), SendError> {
         self.send_reporting(batch, only, &mut Progress::none()).await
@@ -74,6 +80,11 @@ impl OtlpSink {
         progress: &mut Progress<'_>,
     ) -> Result<(Delivery, usize), SendError> {
         let mut d = Delivery::default();
+        if only.is_none() && self.cfg.traces.is_some() && !batch.spans.is_empty() {
+            // Before the logs: a failure here retries the batch whole, spans and logs
+            // (a span sent twice is the same span).
+            (d.spans_sent, d.spans_refused) = self.send_spans(batch).await?;
+        }
         let all: Vec<u32> = match only {
             // In batch order (a retry list ends with the parts still stacked).
             Some(o) => {
@@ -193,6 +204,57 @@ impl OtlpSink {
             return Ok(Posted::Refused(format!("HTTP {status}: {why}")));
         }
         Err(otlp_status_error(status, &why, wait))
+    }
+
+    /// Posts the batch's spans to the traces URL. Returns the spans stored and those
+    /// refused for good (400/413, or a partial success: logged, not retried).
+    async fn send_spans(&mut self, batch: &Batch) -> Result<(u64, u64), SendError> {
+        let Some(t) = &self.cfg.traces else { return Ok((0, 0)) };
+        let resource = self.encoder.resource(&batch.node);
+        let requests = traces::encode(&resource, &batch.spans, self.cfg.max_request_bytes);
+        let n = batch.spans.len() as u64;
+        let mut refused = 0;
+        for raw in requests {
+            let body = if self.cfg.gzip {
+                traces::gzip(&raw).map_err(|e| SendError::Transient(format!("cannot compress the spans: {e}")))?
+            } else {
+                raw
+            };
+            let mut http = (self.cfg.client.post(t.url.clone()).headers(self.cfg.headers.clone()))
+                .header(CONTENT_TYPE, "application/x-protobuf")
+                .header(USER_AGENT, AGENT);
+            if self.cfg.gzip {
+                http = http.header(CONTENT_ENCODING, "gzip");
+            }
+            let resp = http.body(body).send().await.map_err(|e| transport_error(&e))?;
+            let (status, wait) = (resp.status(), retry_after(resp.headers()));
+            let json =
+                resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("json"));
+            let body = resp.bytes().await.unwrap_or_default();
+            if status.is_success() {
+                let partial = response::partial_success(&body, json).ok().flatten();
+                if let Some(p) = partial.filter(|p| p.rejected > 0) {
+                    tracing::warn!(sink = %self.cfg.name, rejected = p.rejected, message = %p.message, "the trace backend refused some spans (OTLP partial success); they are not sent again");
+                    refused += p.rejected as u64;
+                }
+                continue;
+            }
+            let why = response::error_message(&body);
+            match status.as_u16() {
+                400 | 413 => {
+                    tracing::warn!(sink = %self.cfg.name, %status, %why, url = %t.url, "the trace backend refused a request of spans; they are not sent again");
+                    refused += 1;
+                }
+                404 | 405 => {
+                    return Err(SendError::Transient(format!(
+                        "HTTP {status} from {}: no OTLP traces receiver at this URL; set traces_endpoint (records and spans are kept and retried): {why}",
+                        t.url
+                    )))
+                }
+                _ => return Err(otlp_status_error(status, &why, wait)),
+            }
+        }
+        Ok((n.saturating_sub(refused), refused))
     }
 
     /// A 2xx whose body could not be read (the connection dropped mid-body): it may

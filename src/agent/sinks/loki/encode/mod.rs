@@ -147,7 +147,7 @@ fn compile(template: &str) -> Vec<Part> {
 /// Calls `f(name, value)` for each configured metadata field `e` has, and
 /// `truncated` when its line was cut.
 fn each_meta(metadata: &[Meta], batch: &Batch, e: &BatchRecord, cut: bool, mut f: impl FnMut(&'static str, &str)) {
-    let mut num = [0u8; 20];
+    let mut num = [0u8; 32];
     for m in metadata {
         let v = m.field.value(batch, e, &mut num);
         if !v.is_empty() {
@@ -423,7 +423,7 @@ impl LokiEncoder {
         for part in &label.parts {
             match part {
                 Part::Lit(s) => value.push_str(s),
-                Part::Field(f) => value.push_str(f.value(batch, e, &mut [0; 20])),
+                Part::Field(f) => value.push_str(f.value(batch, e, &mut [0; 32])),
             }
         }
         value.truncate(floor_char_boundary(value, MAX_LABEL_VALUE));

@@ -43,6 +43,7 @@ impl LokiEncoder {
             w.timestamp(ts);
             w.str_field(2, line);
             let mut digits = [0u8; 20];
+            let mut hex = [0u8; 32];
             let spans = text_spans(e);
             for m in &self.metadata {
                 let v = match (m.slot, m.field) {
@@ -50,6 +51,7 @@ impl LokiEncoder {
                     // At most 20 ASCII digits: never cut, and no UTF-8 to check.
                     (None, Field::Pid) => e.pid.map_or(&[][..], |p| format_u64(&mut digits, p as u64)),
                     (None, Field::TaskAttempt) => e.task_attempt.map_or(&[][..], |a| format_u64(&mut digits, a as u64)),
+                    (None, f @ (Field::TraceId | Field::SpanId)) => f.value(batch, e, &mut hex).as_bytes(),
                     (None, f) => meta_value(f.text(batch, e)),
                 };
                 if !v.is_empty() {

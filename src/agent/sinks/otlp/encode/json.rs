@@ -6,8 +6,9 @@ use raylog_parsers::json::Value;
 use raylog_parsers::ndjson::write_str;
 
 use super::{hex128, OtlpEncoder, SCOPE_NAME, SCOPE_VERSION};
-use crate::agent::batch::{Batch, BatchRecord};
+use crate::agent::batch::{Batch, BatchRecord, IdField};
 use crate::agent::sinks::otlp::attrs::{self, element, Key, Scalar, Val, MAX_DEPTH};
+use crate::agent::traces::span::{hex_into, record_ids};
 
 impl OtlpEncoder {
     /// The request as JSON, with the first entries of `sel` that fit in `limit`
@@ -59,6 +60,15 @@ fn json_record(out: &mut Vec<u8>, batch: &Batch, e: &BatchRecord) {
         out.extend_from_slice(itoa::Buffer::new().format(attrs::severity_number(l)).as_bytes());
         out.extend_from_slice(b",\"severityText\":");
         write_str(out, l.as_str());
+    }
+    if let Some((trace, span)) = batch.id(e, IdField::Task).zip(e.task_attempt).map(|(t, a)| record_ids(t, a)) {
+        // OTLP/JSON writes these two ids as hex, not base64.
+        let mut hex = [0u8; 32];
+        out.extend_from_slice(b",\"traceId\":\"");
+        out.extend_from_slice(hex_into(&trace, &mut hex).as_bytes());
+        out.extend_from_slice(b"\",\"spanId\":\"");
+        out.extend_from_slice(hex_into(&span, &mut hex).as_bytes());
+        out.push(b'"');
     }
     out.extend_from_slice(b",\"body\":{\"stringValue\":");
     write_str(out, batch.str(e.message));

@@ -17,7 +17,8 @@
 //!   `InstrumentationScope.name` 1, `.version` 2.
 //! - `LogRecord`, in the order written: `attributes` 6, `time_unix_nano` 1
 //!   (fixed64), `severity_number` 2, `severity_text` 3, `body` 5,
-//!   `observed_time_unix_nano` 11 (fixed64).
+//!   `observed_time_unix_nano` 11 (fixed64), and for a task's print `trace_id` 9 and
+//!   `span_id` 10 (its job's trace, its attempt's `run` span: [`record_ids`]).
 //! - `KeyValue.key` 1, `.value` 2; `AnyValue` oneof: `string_value` 1, `bool_value`
 //!   2, `int_value` 3, `double_value` 4, `array_value` 5, `kvlist_value` 6;
 //!   `ArrayValue.values` 1, `KeyValueList.values` 1.
@@ -46,10 +47,11 @@ use raylog_parsers::json::Value;
 
 use super::attrs::{self, element, Key, Scalar, Val, MAX_DEPTH};
 use super::config::{OtlpConfig, OtlpEncoding};
-use crate::agent::batch::{Batch, BatchRecord, NodeIdentity};
+use crate::agent::batch::{Batch, BatchRecord, IdField, NodeIdentity};
 pub use crate::agent::sinks::elasticsearch::encode::hex128;
 use crate::agent::sinks::gzip::{self, GzWriter};
 use crate::agent::sinks::pb;
+use crate::agent::traces::span::record_ids;
 use repeats::{Out, Plain, Repeats};
 
 /// The scope every record is sent under.
@@ -262,7 +264,10 @@ impl Rec {
         let any = 1 + pb::varint_len(msg.len() as u64) + msg.len();
         // Times are a key and 8 bytes; a level is its number (under 128) and its word.
         let level = e.level.map_or(0, |l| 2 + 2 + l.as_str().len());
-        let len = repeats.len(slot) + own.len() + 9 + level + pb::msg_field_len(any) + 9;
+        // A task's print joins its attempt's `run` span: 16 and 8 bytes, each with a
+        // key and a length.
+        let ids = batch.id(e, IdField::Task).zip(e.task_attempt).map(|(t, a)| record_ids(t, a));
+        let len = repeats.len(slot) + own.len() + 9 + level + pb::msg_field_len(any) + 9 + ids.map_or(0, |_| 28);
         if o.raw_len() + pb::msg_field_len(len) > limit {
             return false;
         }
@@ -283,6 +288,10 @@ impl Rec {
         pb::varint(out, any as u64);
         pb::bytes_always(out, 1, msg);
         pb::fixed64(out, 11, e.observed_ns.max(0) as u64);
+        if let Some((trace, span)) = ids {
+            pb::bytes_always(out, 9, &trace);
+            pb::bytes_always(out, 10, &span);
+        }
         debug_assert_eq!(out.len() - start, len - repeats.len(slot), "the record's size was known");
         true
     }
