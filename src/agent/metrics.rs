@@ -141,6 +141,9 @@ pub struct Metrics {
     pub task_prints_untagged: AtomicU64,
     /// Task attempt byte ranges known (from Ray's task events).
     pub task_ranges_files: AtomicI64,
+    /// The tracer's counts (see `agent::traces::Counts`), and attempts under way.
+    pub traces: std::sync::Mutex<crate::agent::traces::Counts>,
+    pub trace_open_attempts: AtomicI64,
     /// Workers the correlator keeps a slot for (see `agent::source::quiet`).
     pub workers_known: AtomicI64,
     pub sinks: Vec<SinkMetrics>,
@@ -236,6 +239,35 @@ impl Metrics {
             "raylog_workers_known",
             "Workers the correlator keeps (forgotten 10 minutes after their files are all read, unless they host an actor).",
             self.workers_known.load(Relaxed),
+        );
+        let t = *self.traces.lock().unwrap_or_else(|e| e.into_inner());
+        let name = "raylog_trace_spans_total";
+        let _ = writeln!(s, "# HELP {name} Task spans by outcome: built (put in a batch), resent (unchanged, their events came again), over_job_limit (not sent), timed_out (closed by traces_span_timeout, included in built).\n# TYPE {name} counter");
+        for (outcome, v) in
+            [("built", t.built), ("resent", t.resent), ("over_job_limit", t.over_job_limit), ("timed_out", t.timed_out)]
+        {
+            let _ = writeln!(s, "{name}{{outcome=\"{outcome}\"}} {v}");
+        }
+        single(
+            &mut s,
+            "counter",
+            "raylog_trace_attempts_untracked_total",
+            "Task attempts not traced: traces_max_open_spans were under way.",
+            t.over_open_limit,
+        );
+        single(
+            &mut s,
+            "counter",
+            "raylog_trace_events_unreadable_total",
+            "Task events whose payload did not read (the first is logged with its file and offset).",
+            t.unreadable,
+        );
+        single(
+            &mut s,
+            "gauge",
+            "raylog_trace_open_attempts",
+            "Task attempts under way (a span not sent yet).",
+            self.trace_open_attempts.load(Relaxed),
         );
         self.render_sinks(&mut s);
         for stage in self.stages.lock().unwrap_or_else(|e| e.into_inner()).iter() {

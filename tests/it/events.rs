@@ -108,6 +108,11 @@ impl Env {
     }
 
     fn start(&self) -> Child {
+        self.start_with("")
+    }
+
+    /// The agent with `sinks` (TOML `[[sinks]]` tables) after the file sink.
+    fn start_with(&self, sinks: &str) -> Child {
         let cfg = format!(
             r#"
 [source]
@@ -125,6 +130,7 @@ path = "{out}"
 address = ""
 [events]
 address = "127.0.0.1:{port}"
+{sinks}
 "#,
             ray = self.root.join("ray").display(),
             state = self.root.join("state").display(),
@@ -447,4 +453,117 @@ fn task_ranges_survive_a_restart_after_their_events_were_acknowledged() {
         let (task, attempt) = in_range(&r).unwrap();
         assert_eq!((r["task_id"].as_str(), r["task_attempt"].as_u64()), (Some(task.as_str()), Some(attempt)), "{r}");
     }
+}
+
+/// Ray's real posts through the agent with `traces = true` into the independent
+/// OTLP decoder (`tests/otlp/receiver.py`): every attempt that ran and ended, as the
+/// posts say (decoded here), is a `run` span with Ray's times, ERROR on `FAILED`, the
+/// parent its posted `parentTaskId` names and a retry's link; and every print that
+/// carries a task attempt joins its attempt's `run` span by `traceId` and `spanId`.
+#[test]
+fn task_spans_reach_an_otlp_receiver_and_the_prints_join_them() {
+    let Some(python) = crate::otlp::otlp_python("task-spans") else { return };
+    let env = Env::new("spans");
+    let rx = crate::otlp::Receiver::start(&python, env.root.join("otlp.jsonl"));
+    let sink = format!(
+        "[[sinks]]\ntype = \"otlp\"\nname = \"otlp\"\nendpoint = \"http://127.0.0.1:{}\"\ntraces = true\n",
+        rx.port
+    );
+    let agent = env.start_with(&sink);
+    for p in posts() {
+        post_until_taken(env.port, &p);
+    }
+    // What the posts say of each attempt: RUNNING, its end, the error, the parent.
+    // (task, attempt) → (RUNNING's time, FINISHED or FAILED, error type, parent task).
+    type Said = (Option<String>, Option<String>, Option<String>, Option<String>);
+    let mut said: BTreeMap<(String, u64), Said> = BTreeMap::new();
+    for p in posts() {
+        for e in serde_json::from_slice::<Vec<Value>>(&p).unwrap() {
+            let (def, life) = (&e["taskDefinitionEvent"], &e["taskLifecycleEvent"]);
+            let def = if def.is_object() { def } else { &e["actorTaskDefinitionEvent"] };
+            for (p, is_def) in [(def, true), (life, false)] {
+                let Some(task) = p["taskId"].as_str() else { continue };
+                let s = said.entry((hex_of_base64(task), p["taskAttempt"].as_u64().unwrap_or(0))).or_default();
+                if is_def {
+                    s.3 = p["parentTaskId"].as_str().map(hex_of_base64);
+                }
+                for t in p["stateTransitions"].as_array().into_iter().flatten() {
+                    match t["state"].as_str() {
+                        Some("RUNNING") => s.0 = t["timestamp"].as_str().map(String::from),
+                        Some("FINISHED" | "FAILED") => s.1 = t["state"].as_str().map(String::from),
+                        _ => {}
+                    }
+                }
+                if let Some(ty) = p["rayErrorInfo"]["errorType"].as_str() {
+                    s.2 = Some(ty.to_string());
+                }
+            }
+        }
+    }
+    let ran: Vec<_> = said.iter().filter(|(_, s)| s.0.is_some() && s.1.is_some()).collect();
+    let spans = |rx: &crate::otlp::Receiver| -> Vec<Value> {
+        rx.lines().into_iter().filter_map(|l| l.get("span").cloned()).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let runs = loop {
+        let runs: Vec<Value> =
+            spans(&rx).into_iter().filter(|s| attr(s, "ray.span").as_deref() == Some("run")).collect();
+        if runs.len() >= ran.len() || Instant::now() > deadline {
+            break runs;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    stop(agent);
+    assert!(rx.lines().iter().all(|l| l.get("error").is_none()), "the decoder refused a request");
+    let run_of = |task: &str, attempt: u64| {
+        runs.iter().find(|s| {
+            attr(s, "ray.task_id").as_deref() == Some(task)
+                && attr(s, "ray.task_attempt").as_deref() == Some(&attempt.to_string())
+        })
+    };
+    for ((task, attempt), (running, end, error, parent)) in &ran {
+        let s = run_of(task, *attempt).unwrap_or_else(|| panic!("no run span for {task}/{attempt}: {runs:#?}"));
+        let start: i128 = s["startTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        let posted = running.as_deref().unwrap().parse::<jiff::Timestamp>().unwrap().as_nanosecond();
+        assert_eq!(start, posted, "{task}/{attempt}");
+        let failed = end.as_deref() == Some("FAILED");
+        assert_eq!(s["status"]["code"].as_i64() == Some(2), failed, "{task}/{attempt}: {s}");
+        if failed {
+            assert!(s["status"]["message"].as_str().unwrap().starts_with(error.as_deref().unwrap()), "{s}");
+        }
+        // The parent: the run span of attempt 0 of the posted parent, where it was sent.
+        if let Some(p) = parent.as_deref().and_then(|p| run_of(p, 0)) {
+            assert_eq!(s["parentSpanId"], p["spanId"], "{task}/{attempt}");
+        }
+        assert!(!s["parentSpanId"].as_str().unwrap().is_empty(), "{task} has its parent, the driver task");
+        if *attempt > 0 {
+            let prev = run_of(task, attempt - 1).unwrap();
+            assert_eq!(s["links"][0]["spanId"], prev["spanId"], "the retry links its previous attempt");
+        }
+    }
+    // Each print with an attempt joins that attempt's run span.
+    let mut joined = 0;
+    for l in rx.lines().iter().filter_map(|l| l.get("record")) {
+        let attrs = l["attributes"].as_array().unwrap();
+        let get = |k: &str| attrs.iter().find(|a| a["key"] == k).map(|a| a["value"].clone());
+        let Some(a) = get("ray.task_attempt") else {
+            assert!(l.get("spanId").is_none(), "{l}");
+            continue;
+        };
+        let task = get("ray.task_id").unwrap()["stringValue"].as_str().unwrap().to_string();
+        let attempt: u64 = a["intValue"].as_str().unwrap().parse().unwrap();
+        let s = run_of(&task, attempt).unwrap_or_else(|| panic!("a print of {task}/{attempt} has no run span"));
+        assert_eq!(hex_of_base64(l["traceId"].as_str().unwrap()), s["traceId"].as_str().unwrap());
+        assert_eq!(hex_of_base64(l["spanId"].as_str().unwrap()), s["spanId"].as_str().unwrap());
+        joined += 1;
+    }
+    assert!(joined >= 5, "{joined} prints joined their spans");
+    eprintln!("task spans: {} run spans as Ray posted, {joined} prints joined", ran.len());
+}
+
+/// A span attribute's value as text.
+fn attr(s: &Value, k: &str) -> Option<String> {
+    let a = s["attributes"].as_array()?.iter().find(|a| a["key"] == k)?;
+    let v = &a["value"];
+    v["stringValue"].as_str().or(v["intValue"].as_str()).map(String::from)
 }

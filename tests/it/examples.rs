@@ -587,3 +587,38 @@ fn otel_collector_example_is_wired() {
         "raylog.toml sends to {endpoint}, the Collector listens on {http}"
     );
 }
+
+/// The Tempo data source and the Loki one link both ways on fields the sinks send:
+/// trace to logs by the `span_id` the Loki sink puts in structured metadata by
+/// default, logs to trace by `trace_id`; each names the other's uid.
+#[test]
+fn tempo_and_loki_link_on_the_ids_raylog_sends() {
+    let docs = all_documents();
+    let source = |ty: &str| {
+        docs.iter()
+            .filter(|(p, _)| in_dir(p, "grafana"))
+            .flat_map(|(_, d)| d["datasources"].as_array().cloned().unwrap_or_default())
+            .find(|d| d["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty} datasource in examples/grafana"))
+    };
+    let (tempo, loki) = (source("tempo"), source("loki"));
+    let logs = &tempo["jsonData"]["tracesToLogsV2"];
+    assert_eq!(logs["datasourceUid"], loki["uid"]);
+    let query = logs["query"].as_str().unwrap();
+    assert!(query.contains(r#"span_id="${__span.spanId}""#), "{query}");
+    // The stream selector matches the Loki sink's default labels.
+    assert!(query.starts_with(r#"{service_name="ray"}"#), "{query}");
+    let derived = loki["jsonData"]["derivedFields"].as_array().unwrap();
+    let to_trace = derived.iter().find(|f| f["datasourceUid"] == tempo["uid"]).expect("a derived field to Tempo");
+    assert_eq!(
+        (to_trace["matcherType"].as_str(), to_trace["matcherRegex"].as_str()),
+        (Some("label"), Some("trace_id"))
+    );
+    // Both names are structured metadata the Loki sink sends by default.
+    let cfg: raylog::agent::sinks::loki::config::LokiRaw = toml::from_str("endpoint = \"http://l:3100\"").unwrap();
+    let mut p = raylog::agent::config::values::Problems::default();
+    let c = cfg.validate("sinks[0]", &mut p);
+    for f in ["trace_id", "span_id"] {
+        assert!(c.structured_metadata.iter().any(|m| m == f), "{f} not in {:?}", c.structured_metadata);
+    }
+}

@@ -355,7 +355,7 @@ fn otlp_real_loki_backfill_of_a_corpus_spanning_three_hours() {
 
 /// The receiver's python: `tests/otlp/setup-venv.sh` installs its venv the first
 /// time. `None` (skip) when that fails outside CI.
-fn otlp_python(test: &str) -> Option<PathBuf> {
+pub(crate) fn otlp_python(test: &str) -> Option<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/setup-venv.sh");
     let out = Command::new("bash").arg(&script).stderr(Stdio::inherit()).output().expect("run setup-venv.sh");
     if out.status.success() {
@@ -370,14 +370,14 @@ fn otlp_python(test: &str) -> Option<PathBuf> {
 }
 
 /// `tests/otlp/receiver.py`, killed on drop.
-struct Receiver {
+pub(crate) struct Receiver {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     out: PathBuf,
 }
 
 impl Receiver {
-    fn start(python: &Path, out: PathBuf) -> Receiver {
+    pub(crate) fn start(python: &Path, out: PathBuf) -> Receiver {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
         let mut child = Command::new(python)
             .arg(script)
@@ -398,7 +398,7 @@ impl Receiver {
     }
 
     /// Every line written so far.
-    fn lines(&self) -> Vec<Value> {
+    pub(crate) fn lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
         text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     }

@@ -28,6 +28,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 
 def unknown_fields(msg, path="request"):
@@ -75,6 +79,8 @@ def main():
             ctype = self.headers.get("Content-Type", "")
             is_json = ctype.startswith("application/json")
             zipped = self.headers.get("Content-Encoding", "") == "gzip"
+            if self.path == "/v1/traces":
+                return self.traces(body, ctype, zipped)
             try:
                 if self.path != "/v1/logs":
                     raise ValueError(f"path {self.path}, not /v1/logs")
@@ -115,6 +121,38 @@ def main():
                 self.answer(200, json_format.MessageToJson(resp).encode(), "application/json")
             else:
                 self.answer(200, resp.SerializeToString(), "application/x-protobuf")
+
+        def traces(self, body, ctype, zipped):
+            """POST /v1/traces (protobuf): one line per span, {"span", "resource", "scope"}."""
+            try:
+                if not ctype.startswith("application/x-protobuf"):
+                    raise ValueError(f"Content-Type {ctype!r}")
+                if zipped:
+                    body = gzip.decompress(body)
+                req = ExportTraceServiceRequest()
+                req.ParseFromString(body)
+                bad = unknown_fields(req)
+                if bad:
+                    raise ValueError(f"unknown fields in {bad[:5]}")
+            except Exception as e:  # noqa: BLE001 - every failure is the test's to see
+                write([{"error": f"{type(e).__name__}: {e}", "content_type": ctype, "gzip": zipped}])
+                self.answer(400, json.dumps({"code": 3, "message": str(e)}).encode(), "application/json")
+                return
+            lines = []
+            for rs in req.resource_spans:
+                resource = json_format.MessageToDict(rs.resource)
+                for ss in rs.scope_spans:
+                    scope = json_format.MessageToDict(ss.scope)
+                    for sp in ss.spans:
+                        d = json_format.MessageToDict(sp, use_integers_for_enums=True)
+                        # Ids as hex (MessageToDict gives base64), as trace backends show them.
+                        d["traceId"], d["spanId"] = sp.trace_id.hex(), sp.span_id.hex()
+                        d["parentSpanId"] = sp.parent_span_id.hex()
+                        for link, lk in zip(d.get("links", []), sp.links):
+                            link["traceId"], link["spanId"] = lk.trace_id.hex(), lk.span_id.hex()
+                        lines.append({"span": d, "resource": resource, "scope": scope, "gzip": zipped})
+            write(lines)
+            self.answer(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     print(f"port {server.server_address[1]}", flush=True)

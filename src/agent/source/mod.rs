@@ -538,6 +538,10 @@ impl Source {
         m.records_held.store(self.enrich.hold.len() as i64, Relaxed);
         m.task_prints_untagged.store(self.enrich.hold.untagged_tasks, Relaxed);
         m.task_ranges_files.store(self.corr.tasks().files() as i64, Relaxed);
+        if let Some(t) = &self.enrich.tracer {
+            *m.traces.lock().unwrap_or_else(|e| e.into_inner()) = t.counts;
+            m.trace_open_attempts.store(t.open_attempts() as i64, Relaxed);
+        }
         m.workers_known.store(self.corr.workers() as i64, Relaxed);
         self.warn_without_ranges();
     }
