@@ -168,7 +168,8 @@ class State:
         self.start = time.time()
         self.lock = threading.Lock()
         self.out = open(a.out, "a", encoding="utf-8") if a.out else None
-        self.c = {"requests": 0, "bytes": 0, "raw_bytes": 0, "records": 0, "rejected_requests": 0, "bad_requests": 0}
+        self.c = {"requests": 0, "bytes": 0, "raw_bytes": 0, "records": 0, "rejected_requests": 0, "bad_requests": 0,
+                  "trace_requests": 0, "trace_bytes": 0}
 
 
 class H(BaseHTTPRequestHandler):
@@ -202,6 +203,11 @@ class H(BaseHTTPRequestHandler):
             S.c["requests"] += 1
             S.c["bytes"] += n
             nreq = S.c["requests"]
+        if self.path.split("?")[0].endswith("/v1/traces"):
+            # Spans (`traces = true`): counted as requests and bytes only.
+            S.c["trace_requests"] += 1
+            S.c["trace_bytes"] += n
+            return self.reply(200, b"", "application/x-protobuf")
         if not self.path.split("?")[0].endswith("/v1/logs"):
             return self.reply(404, b"no route", "text/plain")
         el = time.time() - S.start

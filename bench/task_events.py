@@ -8,7 +8,10 @@ OUT_DIR/ray_events-000000000001.ndjson, one TASK_LIFECYCLE_EVENT per task in the
 Ray 2.60's aggregator posts (base64 ids, int64s as strings): each worker file is cut
 into tasks of --lines-per-task lines (at line starts), and each task's event carries a
 `taskLogInfo` with the file and its byte range, as a task attempt of Ray's own would.
-Bench input only; the tests use events Ray really posted.
+With --lifecycle, each task also gets what its owner posts in Ray 2.60 (a
+TASK_DEFINITION_EVENT, and a TASK_LIFECYCLE_EVENT from PENDING_ARGS_AVAIL to FINISHED,
+in the shape of fixtures/ray-2.60-events), so each gives a schedule and a run span
+(the cost of `traces = true`). Bench input only; the tests use events Ray really posted.
 
 Prints how many tasks and files it wrote. Standard library only, deterministic.
 """
@@ -26,6 +29,7 @@ def main():
     ap.add_argument("corpus")
     ap.add_argument("out")
     ap.add_argument("--lines-per-task", type=int, default=20)
+    ap.add_argument("--lifecycle", action="store_true", help="add each task's definition and owner transitions")
     a = ap.parse_args()
     rng = random.Random(7)
     sessions = sorted(glob.glob(os.path.join(a.corpus, "session_2*")))
@@ -69,8 +73,41 @@ def main():
                         },
                     }
                     out.write(json.dumps(event, separators=(",", ":")) + "\n")
+                    if a.lifecycle:
+                        for e in owner_events(rng, name, task_id, tasks):
+                            out.write(json.dumps(e, separators=(",", ":")) + "\n")
                     tasks += 1
     print(f"{path}: {tasks} tasks over {files} worker files")
+
+
+def owner_events(rng, session, task_id, n):
+    """The definition and the owner's transitions of task `task_id` (the n-th)."""
+    job = "AQAAAA=="
+    t = lambda ms: f"2026-12-01T19:45:{55 + ms // 1000:02d}.{ms % 1000:03d}000000Z"
+    base = {"sourceType": "CORE_WORKER", "severity": "INFO", "sessionName": session, "timestamp": t(900)}
+    definition = {
+        "taskId": task_id,
+        "taskFunc": {"pythonFunctionDescriptor": {"moduleName": "bench", "functionName": f"f{n % 50}", "className": ""}},
+        "taskName": f"f{n % 50}",
+        "jobId": job,
+        "parentTaskId": "//////////////////////////8BAAAA",
+        "taskAttempt": 0,
+        "taskType": "NORMAL_TASK",
+        "language": "PYTHON",
+    }
+    states = ["PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT", "SUBMITTED_TO_WORKER", "FINISHED"]
+    life = {
+        "taskId": task_id,
+        "taskAttempt": 0,
+        "jobId": job,
+        "stateTransitions": [{"state": s, "timestamp": t(100 + 300 * i)} for i, s in enumerate(states)],
+    }
+    return [
+        dict(base, eventId=base64.b64encode(rng.randbytes(18)).decode(), eventType="TASK_DEFINITION_EVENT",
+             taskDefinitionEvent=definition),
+        dict(base, eventId=base64.b64encode(rng.randbytes(18)).decode(), eventType="TASK_LIFECYCLE_EVENT",
+             taskLifecycleEvent=life),
+    ]
 
 
 if __name__ == "__main__":
