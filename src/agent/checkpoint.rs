@@ -26,6 +26,7 @@
 pub mod born;
 mod disk;
 mod flat;
+pub mod lines;
 mod resume;
 pub mod tasks;
 pub mod times;

@@ -97,9 +97,7 @@ def main():
                     if bad:
                         raise ValueError(f"unknown fields in {bad[:5]}")
             except Exception as e:  # noqa: BLE001 - every failure is the test's to see
-                write([{"error": f"{type(e).__name__}: {e}", "content_type": ctype, "gzip": zipped}])
-                self.answer(400, json.dumps({"code": 3, "message": str(e)}).encode(), "application/json")
-                return
+                return self.refuse(e, ctype, zipped)
             lines = []
             for rl in req.resource_logs:
                 resource = json_format.MessageToDict(rl.resource)
@@ -122,6 +120,11 @@ def main():
             else:
                 self.answer(200, resp.SerializeToString(), "application/x-protobuf")
 
+        def refuse(self, e, ctype, zipped):
+            """A body that does not decode: written down for the test, answered 400."""
+            write([{"error": f"{type(e).__name__}: {e}", "content_type": ctype, "gzip": zipped}])
+            self.answer(400, json.dumps({"code": 3, "message": str(e)}).encode(), "application/json")
+
         def traces(self, body, ctype, zipped):
             """POST /v1/traces (protobuf): one line per span, {"span", "resource", "scope"}."""
             try:
@@ -135,9 +138,7 @@ def main():
                 if bad:
                     raise ValueError(f"unknown fields in {bad[:5]}")
             except Exception as e:  # noqa: BLE001 - every failure is the test's to see
-                write([{"error": f"{type(e).__name__}: {e}", "content_type": ctype, "gzip": zipped}])
-                self.answer(400, json.dumps({"code": 3, "message": str(e)}).encode(), "application/json")
-                return
+                return self.refuse(e, ctype, zipped)
             lines = []
             for rs in req.resource_spans:
                 resource = json_format.MessageToDict(rs.resource)

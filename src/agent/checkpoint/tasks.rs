@@ -18,13 +18,12 @@
 //! file renamed over it, so it stays small. Created at the first range: a cluster
 //! without task events never has one.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use raylog_parsers::task_logs::SavedRange;
 use raylog_parsers::Id;
 
+use super::lines::LineJournal;
 use super::CheckpointError;
 
 /// Past this size the journal is rewritten from what is kept.
@@ -32,31 +31,19 @@ const ROLL_BYTES: u64 = 8 << 20;
 
 const NAME: &str = "tasks.journal";
 
-fn io(path: &Path, source: std::io::Error) -> CheckpointError {
-    CheckpointError::Io { path: path.display().to_string(), source }
-}
-
 /// The journal of task ranges, appended to by the reader before each batch is sent.
 #[derive(Debug)]
-pub struct TasksLog {
-    path: PathBuf,
-    file: Option<File>,
-    bytes: u64,
-}
+pub struct TasksLog(LineJournal);
 
 impl TasksLog {
     /// Opens the journal in `dir`, with the ranges it holds (compacted into a
     /// fresh journal first when there are any).
     pub fn open(dir: &Path) -> Result<(TasksLog, Vec<SavedRange>), CheckpointError> {
-        let path = dir.join(NAME);
-        let mut log = TasksLog { path, file: None, bytes: 0 };
-        let found = match std::fs::read(&log.path) {
-            Ok(bytes) => read(&bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((log, Vec::new())),
-            Err(e) => return Err(io(&log.path, e)),
-        };
-        log.rewrite(&found)?;
-        Ok((log, found))
+        let (mut journal, bytes) = LineJournal::open(dir.join(NAME), ROLL_BYTES)?;
+        let Some(bytes) = bytes else { return Ok((TasksLog(journal), Vec::new())) };
+        let found = read(&bytes);
+        journal.rewrite(&lines(&found))?;
+        Ok((TasksLog(journal), found))
     }
 
     /// Appends `changed` and fsyncs; rewrites the journal from `all` (what is kept
@@ -66,59 +53,16 @@ impl TasksLog {
         changed: &[SavedRange],
         all: impl FnOnce() -> Vec<SavedRange>,
     ) -> Result<(), CheckpointError> {
-        if changed.is_empty() {
-            return Ok(());
-        }
-        if self.bytes >= ROLL_BYTES {
-            return self.rewrite(&all());
-        }
-        let mut buf = Vec::with_capacity(changed.len() * 128);
-        for r in changed {
-            line(&mut buf, r);
-        }
-        let fresh = self.file.is_none();
-        if fresh {
-            let f = OpenOptions::new().create(true).append(true).open(&self.path).map_err(|e| io(&self.path, e))?;
-            self.bytes = f.metadata().map_or(0, |m| m.len());
-            self.file = Some(f);
-        }
-        let Some(f) = self.file.as_mut() else { return Ok(()) };
-        f.write_all(&buf).and_then(|()| f.sync_data()).map_err(|e| io(&self.path, e))?;
-        if fresh {
-            sync_parent(&self.path)?;
-        }
-        self.bytes += buf.len() as u64;
-        Ok(())
-    }
-
-    /// Replaces the journal with `ranges` (written to a temporary file, fsynced,
-    /// renamed over it).
-    fn rewrite(&mut self, ranges: &[SavedRange]) -> Result<(), CheckpointError> {
-        let tmp = self.path.with_extension("journal.new");
-        let mut buf = Vec::with_capacity(ranges.len() * 128);
-        for r in ranges {
-            line(&mut buf, r);
-        }
-        let write = || -> std::io::Result<File> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&buf)?;
-            f.sync_data()?;
-            std::fs::rename(&tmp, &self.path)?;
-            Ok(f)
-        };
-        self.file = None;
-        let f = write().map_err(|e| io(&tmp, e))?;
-        sync_parent(&self.path)?;
-        // Appends go to the renamed file: the descriptor follows it.
-        self.file = Some(f);
-        self.bytes = buf.len() as u64;
-        Ok(())
+        self.0.append(&lines(changed), |buf| *buf = lines(&all()))
     }
 }
 
-fn sync_parent(path: &Path) -> Result<(), CheckpointError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io(dir, e))
+fn lines(ranges: &[SavedRange]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(ranges.len() * 128);
+    for r in ranges {
+        line(&mut buf, r);
+    }
+    buf
 }
 
 /// One range as a journal line.
@@ -154,6 +98,9 @@ fn read(bytes: &[u8]) -> Vec<SavedRange> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+    use std::io::Write;
+    use std::path::PathBuf;
 
     fn tmpdir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("raylog-tasks-{tag}-{}", std::process::id()));
@@ -197,7 +144,7 @@ mod tests {
         let dir = tmpdir("roll");
         let (mut log, _) = TasksLog::open(&dir).unwrap();
         log.append(&[range(0, 10, None)], Vec::new).unwrap();
-        log.bytes = ROLL_BYTES;
+        log.0.pretend_len(ROLL_BYTES);
         log.append(&[range(0, 10, Some(20))], || vec![range(0, 10, Some(20))]).unwrap();
         log.append(&[range(1, 20, None)], Vec::new).unwrap();
         let (_, found) = TasksLog::open(&dir).unwrap();

@@ -22,11 +22,41 @@ use super::span::{job_of_task, span_id, trace_id, AttrValue, Kind, TaskSpan};
 pub const GRACE_NS: i64 = 10_000_000_000;
 
 /// Why a span ended, as its `ray.span.closed_by` attribute says.
-pub const BY_END: &str = "end";
-pub const BY_EXECUTED: &str = "executed";
-pub const BY_TIMEOUT: &str = "timeout";
-pub const BY_NODE_DEATH: &str = "node_death";
-pub const BY_JOB_END: &str = "job_end";
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosedBy {
+    /// `FINISHED` or `FAILED` (the job's end, for a driver).
+    #[default]
+    End,
+    /// The profile's end of execution, the verdict not having come here.
+    Executed,
+    Timeout,
+    NodeDeath,
+    JobEnd,
+}
+
+impl ClosedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosedBy::End => "end",
+            ClosedBy::Executed => "executed",
+            ClosedBy::Timeout => "timeout",
+            ClosedBy::NodeDeath => "node_death",
+            ClosedBy::JobEnd => "job_end",
+        }
+    }
+}
+
+/// A span sent: how it was cut, so it is built again the same when its events come
+/// again (a settled attempt takes in nothing more, so the rest is as it was).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    pub kind: Kind,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub by: ClosedBy,
+    pub failed: bool,
+}
 
 /// Pending states, recorded by the owner while it schedules the task.
 const SCHEDULING: [&str; 5] = [
@@ -63,8 +93,8 @@ pub struct Attempt {
     pub seen_ns: i64,
     /// Agent time a span of it first could end (for [`GRACE_NS`]).
     pub could_end_ns: Option<i64>,
-    /// Spans sent, kept as they went: a piece seen again sends them again unchanged.
-    pub sent: Vec<TaskSpan>,
+    /// Spans sent: a piece repeating their end sends them again, unchanged.
+    pub sent: Vec<Sent>,
     /// Kinds settled: sent, or never to be (`run` without `RUNNING` here).
     pub schedule_done: bool,
     pub run_done: bool,
@@ -168,15 +198,15 @@ impl Attempt {
     }
 
     /// Where the run ends and why, when known.
-    fn run_end(&self, now_ns: i64) -> Option<(i64, &'static str)> {
+    fn run_end(&self, now_ns: i64) -> Option<(i64, ClosedBy)> {
         if self.is_driver() {
-            return self.job_end_ns.map(|at| (at, BY_JOB_END));
+            return self.job_end_ns.map(|at| (at, ClosedBy::JobEnd));
         }
         if let Some((_, at)) = self.first(terminal) {
-            return Some((*at, BY_END));
+            return Some((*at, ClosedBy::End));
         }
         let waited = self.could_end_ns.is_some_and(|c| now_ns - c >= GRACE_NS);
-        self.executed_ns.filter(|_| waited).map(|at| (at, BY_EXECUTED))
+        self.executed_ns.filter(|_| waited).map(|at| (at, ClosedBy::Executed))
     }
 
     /// Notes, the first time, that a span of it could end now.
@@ -195,20 +225,19 @@ impl Attempt {
 
     /// The spans that are complete now, marked sent. `closing` forces the open ones
     /// to end at `closing.0` for reason `closing.1` (timeout, node death).
-    pub fn finish(&mut self, now_ns: i64, closing: Option<(i64, &'static str)>) -> Vec<TaskSpan> {
+    pub fn finish(&mut self, now_ns: i64, closing: Option<(i64, ClosedBy)>) -> Vec<TaskSpan> {
         let mut out = Vec::new();
         let defined = self.defined_or_waited(now_ns) || closing.is_some();
         let waited = self.could_end_ns.is_some_and(|c| now_ns - c >= GRACE_NS);
         if !self.schedule_done {
             match self.sched_bounds() {
                 Some((start, Some((end, failed)))) if defined => {
-                    let span = self.span(Kind::Schedule, start, end, BY_END, failed);
-                    out.push(span);
+                    out.push(self.cut(Kind::Schedule, start, end, ClosedBy::End, failed));
                     self.schedule_done = true;
                 }
                 Some((start, None)) if closing.is_some() => {
                     let (end, by) = closing.unwrap_or_default();
-                    out.push(self.span(Kind::Schedule, start, end.max(start), by, false));
+                    out.push(self.cut(Kind::Schedule, start, end.max(start), by, false));
                     self.schedule_done = true;
                 }
                 None if closing.is_some() || waited => {
@@ -221,8 +250,8 @@ impl Attempt {
         if !self.run_done {
             match (self.run_start(), self.run_end(now_ns).or(closing)) {
                 (Some(start), Some((end, by))) if defined => {
-                    let failed = by == BY_END && self.first(terminal).is_some_and(|(s, _)| s == "FAILED");
-                    out.push(self.span(Kind::Run, start, end.max(start), by, failed));
+                    let failed = by == ClosedBy::End && self.first(terminal).is_some_and(|(s, _)| s == "FAILED");
+                    out.push(self.cut(Kind::Run, start, end.max(start), by, failed));
                     self.run_done = true;
                 }
                 // Not run here (another node ran it, or its worker died before its
@@ -231,11 +260,22 @@ impl Attempt {
                 _ => {}
             }
         }
-        self.sent.extend(out.iter().cloned());
-        out
+        self.sent.extend(out.iter().map(|s| s.1));
+        out.into_iter().map(|s| s.0).collect()
     }
 
-    fn span(&self, kind: Kind, start: i64, end: i64, by: &'static str, failed: bool) -> TaskSpan {
+    /// The spans sent whose end is one of `ends`, built again as they went.
+    pub fn resend<'a>(&'a self, ends: &'a [i64]) -> impl Iterator<Item = TaskSpan> + 'a {
+        let again = self.sent.iter().filter(move |s| ends.contains(&s.end_ns));
+        again.map(|s| self.span(s.kind, s.start_ns, s.end_ns, s.by, s.failed))
+    }
+
+    /// Builds the span of `kind` and notes it sent.
+    fn cut(&self, kind: Kind, start_ns: i64, end_ns: i64, by: ClosedBy, failed: bool) -> (TaskSpan, Sent) {
+        (self.span(kind, start_ns, end_ns, by, failed), Sent { kind, start_ns, end_ns, by, failed })
+    }
+
+    fn span(&self, kind: Kind, start: i64, end: i64, by: ClosedBy, failed: bool) -> TaskSpan {
         let job = self.job.as_deref().or_else(|| job_of_task(&self.task)).unwrap_or("");
         let def = self.def.clone().unwrap_or_default();
         // A top-level task's parent is the driver task (Ray's `ff…ff<job>`), whose
@@ -246,7 +286,7 @@ impl Attempt {
             ("ray.task_id".into(), AttrValue::Str(self.task.clone())),
             ("ray.task_attempt".into(), AttrValue::Int(self.attempt.into())),
             ("ray.job_id".into(), AttrValue::Str(job.into())),
-            ("ray.span.closed_by".into(), AttrValue::Str(by.into())),
+            ("ray.span.closed_by".into(), AttrValue::Str(by.as_str().into())),
         ];
         let node = match kind {
             Kind::Schedule => self.owner_node.as_ref(),

@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use raylog_parsers::Record;
 
-use attempt::{Attempt, BY_NODE_DEATH, BY_TIMEOUT};
-use journal::{Found, Line, TracesLog};
+use attempt::{Attempt, ClosedBy};
+use journal::{Found, LineRef, TracesLog};
 use piece::Piece;
 use span::{driver_task, TaskSpan};
 
@@ -181,7 +181,7 @@ impl Tracer {
                     .map(|(k, _)| k.clone())
                     .collect();
                 for key in on {
-                    self.close(key, now_ns, Some((at_ns, BY_NODE_DEATH)));
+                    self.close(key, now_ns, Some((at_ns, ClosedBy::NodeDeath)));
                 }
             }
         }
@@ -199,9 +199,9 @@ impl Tracer {
         }
         let a = self.attempts.entry(key.clone()).or_insert_with(|| Attempt::new(&key.0, key.1, now_ns));
         if a.settled() || !f(a) {
-            let again: Vec<TaskSpan> = a.sent.iter().filter(|s| ends.contains(&s.end_ns)).cloned().collect();
-            self.counts.resent += again.len() as u64;
-            self.out.extend(again);
+            let before = self.out.len();
+            self.out.extend(a.resend(ends));
+            self.counts.resent += (self.out.len() - before) as u64;
             return;
         }
         a.note_could_end(now_ns);
@@ -211,7 +211,7 @@ impl Tracer {
 
     /// Sends the spans of attempt `key` that are complete (or forced to end by
     /// `closing`), within the per-job bound.
-    fn close(&mut self, key: Key, now_ns: i64, closing: Option<(i64, &'static str)>) {
+    fn close(&mut self, key: Key, now_ns: i64, closing: Option<(i64, ClosedBy)>) {
         let Some(a) = self.attempts.get_mut(&key) else { return };
         let spans = a.finish(now_ns, closing);
         if closing.is_some() {
@@ -232,7 +232,7 @@ impl Tracer {
             *n += 1;
             self.jobs_changed = true;
             self.counts.built += 1;
-            self.counts.timed_out += (closing.map(|c| c.1) == Some(BY_TIMEOUT)) as u64;
+            self.counts.timed_out += (closing.map(|c| c.1) == Some(ClosedBy::Timeout)) as u64;
             self.out.push(s);
         }
         if settled {
@@ -266,7 +266,7 @@ impl Tracer {
             })
             .collect();
         for (key, late) in due {
-            self.close(key, now_ns, late.then_some((now_ns, BY_TIMEOUT)));
+            self.close(key, now_ns, late.then_some((now_ns, ClosedBy::Timeout)));
         }
     }
 
@@ -280,20 +280,20 @@ impl Tracer {
     /// anyway: only spans under way at a restart are at stake.
     pub fn write_journal(&mut self, state_dir: &Path) {
         let Some(log) = self.log.as_mut() else { return };
-        let mut lines: Vec<Line> = self.forgotten.drain(..).map(|(t, n)| Line::Forget(t, n)).collect();
+        let mut lines = Vec::new();
+        for (t, n) in self.forgotten.drain(..) {
+            LineRef::Forget(&t, n).write(&mut lines);
+        }
         for key in self.changed.drain() {
             if let Some(a) = self.attempts.get(&key) {
-                lines.push(Line::Attempt(Box::new(a.clone())));
+                LineRef::Attempt(a).write(&mut lines);
             }
         }
         if std::mem::take(&mut self.jobs_changed) {
-            lines.push(Line::Jobs(self.per_job.clone()));
+            LineRef::Jobs(&self.per_job).write(&mut lines);
         }
         let (attempts, jobs) = (&self.attempts, &self.per_job);
-        let all = || {
-            let found = Found { attempts: attempts.values().cloned().collect(), jobs: jobs.clone() };
-            journal::lines_of(&found)
-        };
+        let all = |out: &mut Vec<u8>| journal::write_all(attempts.values(), jobs, out);
         match log.append(&lines, all) {
             Ok(()) if !lines.is_empty() && std::mem::take(&mut self.failing) => {
                 tracing::info!("open spans journal written again")

@@ -64,10 +64,13 @@ impl Field {
             Field::Pid => e.pid.map_or("", |p| digits(num, p as u64)),
             Field::TaskAttempt => e.task_attempt.map_or("", |a| digits(num, a as u64)),
             Field::TraceId | Field::SpanId => {
+                use crate::agent::traces::span::{hex_into, job_of_task, span_id, trace_id, Kind};
                 let (Some(task), Some(a)) = (batch.id(e, IdField::Task), e.task_attempt) else { return "" };
-                let (trace, span) = crate::agent::traces::span::record_ids(task, a);
-                let bytes: &[u8] = if self == Field::TraceId { &trace } else { &span };
-                crate::agent::traces::span::hex_into(bytes, num)
+                // Each of the two ids `record_ids` gives, hashed only when asked for.
+                match self {
+                    Field::TraceId => hex_into(&trace_id(job_of_task(task).unwrap_or("")), num),
+                    _ => hex_into(&span_id(task, a, Kind::Run), num),
+                }
             }
             f => f.text(batch, e),
         }
