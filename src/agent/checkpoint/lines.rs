@@ -37,14 +37,16 @@ impl LineJournal {
 
     /// Appends `lines` and fsyncs; when the journal grew past its bound, rewrites it
     /// with what `all` writes instead. Nothing to append writes nothing.
-    pub fn append(&mut self, lines: &[u8], all: impl FnOnce(&mut Vec<u8>)) -> Result<(), CheckpointError> {
+    pub fn append(
+        &mut self,
+        lines: &[u8],
+        all: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), CheckpointError> {
         if lines.is_empty() {
             return Ok(());
         }
         if self.bytes >= self.roll_bytes {
-            let mut buf = Vec::new();
-            all(&mut buf);
-            return self.rewrite(&buf);
+            return self.rewrite(all);
         }
         let fresh = self.file.is_none();
         if fresh {
@@ -67,13 +69,17 @@ impl LineJournal {
         self.bytes = n;
     }
 
-    /// Replaces the journal with `lines` (written to a temporary file, fsynced,
-    /// renamed over it).
-    pub fn rewrite(&mut self, lines: &[u8]) -> Result<(), CheckpointError> {
+    /// Replaces the journal with what `lines` writes (streamed to a temporary
+    /// file, fsynced, renamed over it: the whole is never in memory).
+    pub fn rewrite(
+        &mut self,
+        lines: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), CheckpointError> {
         let tmp = self.path.with_extension("journal.new");
         let write = || -> std::io::Result<File> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(lines)?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, File::create(&tmp)?);
+            lines(&mut w)?;
+            let f = w.into_inner().map_err(|e| e.into_error())?;
             f.sync_data()?;
             std::fs::rename(&tmp, &self.path)?;
             Ok(f)
@@ -81,9 +87,9 @@ impl LineJournal {
         self.file = None;
         let f = write().map_err(|e| io(&tmp, e))?;
         sync_parent(&self.path)?;
+        self.bytes = f.metadata().map_or(0, |m| m.len());
         // Appends go to the renamed file: the descriptor follows it.
         self.file = Some(f);
-        self.bytes = lines.len() as u64;
         Ok(())
     }
 }

@@ -42,7 +42,7 @@ impl TasksLog {
         let (mut journal, bytes) = LineJournal::open(dir.join(NAME), ROLL_BYTES)?;
         let Some(bytes) = bytes else { return Ok((TasksLog(journal), Vec::new())) };
         let found = read(&bytes);
-        journal.rewrite(&lines(&found))?;
+        journal.rewrite(|w| w.write_all(&lines(&found)))?;
         Ok((TasksLog(journal), found))
     }
 
@@ -53,7 +53,7 @@ impl TasksLog {
         changed: &[SavedRange],
         all: impl FnOnce() -> Vec<SavedRange>,
     ) -> Result<(), CheckpointError> {
-        self.0.append(&lines(changed), |buf| *buf = lines(&all()))
+        self.0.append(&lines(changed), |w| w.write_all(&lines(&all())))
     }
 }
 

@@ -554,9 +554,9 @@ impl Source {
             || self.enrich.batch.bytes() >= self.cfg.batch.max_bytes;
         let due = self.batch_started.elapsed() >= self.cfg.batch.max_wait;
         let has_positions = !self.dirty.is_empty() || !self.closed.is_empty();
-        if due || force {
-            self.take_spans();
-        }
+        // Spans ride in the batch being filled (they do not wait in the tracer);
+        // the timeouts are looked at once a second at most.
+        self.take_spans();
         let has_spans = !self.enrich.batch.spans.is_empty();
         if !(full || ((due || force) && (!self.enrich.batch.is_empty() || has_positions || has_spans))) {
             if self.enrich.batch.bytes() >= self.marked_bytes + MARK_BYTES {

@@ -54,11 +54,10 @@ pub enum LineRef<'a> {
 }
 
 impl LineRef<'_> {
-    /// Appends the line to `out`.
-    pub fn write(&self, out: &mut Vec<u8>) {
-        // Strings, numbers and maps of them always serialize.
-        let _ = serde_json::to_writer(&mut *out, self);
-        out.push(b'\n');
+    /// Writes the line to `out`.
+    pub fn write(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        out.write_all(b"\n")
     }
 }
 
@@ -80,27 +79,34 @@ impl TracesLog {
         let (mut journal, bytes) = LineJournal::open(dir.join(NAME), ROLL_BYTES)?;
         let Some(bytes) = bytes else { return Ok((TracesLog(journal), Found::default())) };
         let found = read(&bytes);
-        let mut buf = Vec::new();
-        write_all(found.attempts.iter(), &found.jobs, &mut buf);
-        journal.rewrite(&buf)?;
+        journal.rewrite(|w| write_all(found.attempts.iter(), &found.jobs, w))?;
         Ok((TracesLog(journal), found))
     }
 
     /// Appends `lines` (written by [`LineRef::write`]) and fsyncs; rewrites the
     /// journal with what `all` writes instead when it grew past [`ROLL_BYTES`].
-    pub fn append(&mut self, lines: &[u8], all: impl FnOnce(&mut Vec<u8>)) -> Result<(), CheckpointError> {
+    pub fn append(
+        &mut self,
+        lines: &[u8],
+        all: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), CheckpointError> {
         self.0.append(lines, all)
     }
 }
 
 /// The lines that rebuild `attempts` and `jobs`.
-pub fn write_all<'a>(attempts: impl Iterator<Item = &'a Attempt>, jobs: &BTreeMap<String, u64>, out: &mut Vec<u8>) {
+pub fn write_all<'a>(
+    attempts: impl Iterator<Item = &'a Attempt>,
+    jobs: &BTreeMap<String, u64>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     for a in attempts {
-        LineRef::Attempt(a).write(out);
+        LineRef::Attempt(a).write(out)?;
     }
     if !jobs.is_empty() {
-        LineRef::Jobs(jobs).write(out);
+        LineRef::Jobs(jobs).write(out)?;
     }
+    Ok(())
 }
 
 /// What the lines of a journal say, skipping any that do not read (a torn last
@@ -151,14 +157,14 @@ mod tests {
         let b = Attempt::new("e0dc174c83599034ffffffffffffffffffffffff01000000", 1, 6);
         let lines = |ls: &[LineRef<'_>]| {
             let mut buf = Vec::new();
-            ls.iter().for_each(|l| l.write(&mut buf));
+            ls.iter().for_each(|l| l.write(&mut buf).unwrap());
             buf
         };
-        log.append(&lines(&[LineRef::Attempt(&a), LineRef::Attempt(&b)]), |_| {}).unwrap();
+        log.append(&lines(&[LineRef::Attempt(&a), LineRef::Attempt(&b)]), |_| Ok(())).unwrap();
         a.states.push(("RUNNING".into(), 42));
         let jobs = BTreeMap::from([("01000000".to_string(), 3u64)]);
-        log.append(&lines(&[LineRef::Attempt(&a), LineRef::Jobs(&jobs)]), |_| {}).unwrap();
-        log.append(&lines(&[LineRef::Forget(&b.task, 1)]), |_| {}).unwrap();
+        log.append(&lines(&[LineRef::Attempt(&a), LineRef::Jobs(&jobs)]), |_| Ok(())).unwrap();
+        log.append(&lines(&[LineRef::Forget(&b.task, 1)]), |_| Ok(())).unwrap();
         drop(log);
         let mut f = OpenOptions::new().append(true).open(dir.join(NAME)).unwrap();
         f.write_all(b"{\"a\":{\"task\":\"to").unwrap();

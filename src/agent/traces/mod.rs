@@ -280,20 +280,21 @@ impl Tracer {
     /// anyway: only spans under way at a restart are at stake.
     pub fn write_journal(&mut self, state_dir: &Path) {
         let Some(log) = self.log.as_mut() else { return };
+        // Writing to a Vec cannot fail.
         let mut lines = Vec::new();
         for (t, n) in self.forgotten.drain(..) {
-            LineRef::Forget(&t, n).write(&mut lines);
+            let _ = LineRef::Forget(&t, n).write(&mut lines);
         }
         for key in self.changed.drain() {
             if let Some(a) = self.attempts.get(&key) {
-                LineRef::Attempt(a).write(&mut lines);
+                let _ = LineRef::Attempt(a).write(&mut lines);
             }
         }
         if std::mem::take(&mut self.jobs_changed) {
-            LineRef::Jobs(&self.per_job).write(&mut lines);
+            let _ = LineRef::Jobs(&self.per_job).write(&mut lines);
         }
         let (attempts, jobs) = (&self.attempts, &self.per_job);
-        let all = |out: &mut Vec<u8>| journal::write_all(attempts.values(), jobs, out);
+        let all = |out: &mut dyn std::io::Write| journal::write_all(attempts.values(), jobs, out);
         match log.append(&lines, all) {
             Ok(()) if !lines.is_empty() && std::mem::take(&mut self.failing) => {
                 tracing::info!("open spans journal written again")
