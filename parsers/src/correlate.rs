@@ -179,8 +179,9 @@ impl Correlator {
     /// Which task attempt wrote the record at `offset` of `file`, for a task
     /// worker's stdout or stderr (`None` for any other file). The file is known by
     /// its session and name, as Ray's events name it: a rotated copy
-    /// (`worker-….out.1`) by the name it was written under.
-    pub fn task_at(&self, file: &FileMeta, offset: u64) -> Option<Lookup> {
+    /// (`worker-….out.1`) by the name it was written under. `marker_at`: where the
+    /// file's last task marker before the record starts (see [`TaskRanges::lookup_in`]).
+    pub fn task_at(&self, file: &FileMeta, offset: u64, marker_at: Option<u64>) -> Option<Lookup> {
         if file.component != "worker" || file.stream.is_none() || file.worker_id.is_none() {
             return None;
         }
@@ -189,7 +190,7 @@ impl Correlator {
             (Some(_), Some((live, n))) if n.bytes().all(|b| b.is_ascii_digit()) => live,
             _ => name,
         };
-        Some(self.tasks.lookup_in(file.session.as_deref(), name, offset))
+        Some(self.tasks.lookup_in(file.session.as_deref(), name, offset, marker_at))
     }
 
     /// Whether a print of `file` can still wait for a task range: events are

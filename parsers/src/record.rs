@@ -234,6 +234,8 @@ pub struct AtRecord<'a> {
     pub task_name: Option<&'a str>,
     pub task_id: Option<&'a Id>,
     pub last_timestamp: Option<Timestamp>,
+    /// Where the file's last task marker before the record starts.
+    pub task_marker_at: Option<u64>,
 }
 
 /// One parsed record. See README's "Record schema" for the JSON form.

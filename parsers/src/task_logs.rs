@@ -333,7 +333,13 @@ impl TaskRanges {
     /// under its `session_*` dir, as an archive may hold it): then the file name
     /// alone, which holds the worker's id, finds it in any session. Ranges learned
     /// from a spool without session names (`""`) answer for any session.
-    pub fn lookup_in(&self, session: Option<&str>, file: &str, offset: u64) -> Lookup {
+    ///
+    /// `marker_at` is where the file's last task marker before the record starts.
+    /// Ray writes one (`:task_name:`) as each task starts, and an attempt's end
+    /// comes in a later event than its start: a marker after the start of a range
+    /// not yet ended means the next task started there, whose range is not known
+    /// yet ([`Lookup::NotYet`]), not that the open one goes on.
+    pub fn lookup_in(&self, session: Option<&str>, file: &str, offset: u64, marker_at: Option<u64>) -> Lookup {
         let found = match session {
             Some(s) => self.files.get(s).and_then(|f| f.get(file)),
             None => None,
@@ -342,7 +348,7 @@ impl TaskRanges {
             let mut any = self.files.iter().filter(|(s, _)| session.is_none() || s.is_empty());
             any.find_map(|(_, f)| f.get(file))
         }) {
-            Some(ranges) => lookup_ranges(ranges, offset),
+            Some(ranges) => lookup_ranges(ranges, offset, marker_at),
             None => Lookup::NotYet,
         }
     }
@@ -350,14 +356,15 @@ impl TaskRanges {
     /// Which attempt wrote the record at `offset` of `file` in `session`.
     pub fn lookup(&self, session: &str, file: &str, offset: u64) -> Lookup {
         match self.files.get(session).and_then(|f| f.get(file)) {
-            Some(ranges) => lookup_ranges(ranges, offset),
+            Some(ranges) => lookup_ranges(ranges, offset, None),
             None => Lookup::NotYet,
         }
     }
 }
 
 /// Which of a file's ranges (sorted by start) holds `offset`.
-fn lookup_ranges(ranges: &[Range], offset: u64) -> Lookup {
+/// `marker_at`: see [`TaskRanges::lookup_in`].
+fn lookup_ranges(ranges: &[Range], offset: u64, marker_at: Option<u64>) -> Lookup {
     // The last range starting at or before the offset.
     let at = ranges.partition_point(|r| r.start <= offset);
     let Some(r) = at.checked_sub(1).map(|i| ranges[i]) else { return Lookup::None };
@@ -367,6 +374,8 @@ fn lookup_ranges(ranges: &[Range], offset: u64) -> Lookup {
         // Ended before the offset: a later task's range may still come.
         Some(_) if next_start.is_none() => Lookup::NotYet,
         Some(_) => Lookup::None,
+        // Running, but a later task's marker came: that task's range is to come.
+        None if marker_at.is_some_and(|m| m > r.start && m <= offset) => Lookup::NotYet,
         // Running: what follows its start is its output until the next one starts.
         None => Lookup::Task { task_id: r.task_id, attempt: r.attempt },
     }

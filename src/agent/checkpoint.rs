@@ -214,6 +214,10 @@ impl SavedContext {
             task_name: c.task_name.as_deref().map(str::to_string),
             task_id: id(&c.task_id),
             last_timestamp: last.map(raylog_parsers::Timestamp),
+            // Not kept: until the file's next task marker, a print after a restart is
+            // tagged by an open range as before the marker rule (its end usually
+            // came meanwhile, and with it the right answer).
+            task_marker_at: None,
         }
     }
 }

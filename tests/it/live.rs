@@ -322,7 +322,7 @@ fn dump(dir: &Path, live: &[es::Doc], archive: &[es::Doc]) {
 }
 
 /// A tiny blocking GET (the agent's `/metrics`), without pulling in reqwest's blocking feature.
-mod http {
+pub(crate) mod http {
     use std::io::{Read, Write};
 
     pub fn blocking_get(url: &str) -> Result<String, String> {

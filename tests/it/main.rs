@@ -16,6 +16,7 @@ mod live;
 mod live_check;
 mod live_events;
 mod live_kill;
+mod live_traces;
 mod loki_real;
 mod manyfiles;
 mod otlp;

@@ -89,6 +89,10 @@ pub struct FileContext {
     pub task_id: Option<Id>,
     /// The time of the last record of the file that carried one of its own.
     pub last_timestamp: Option<Timestamp>,
+    /// Where the last task marker (`:task_name:`, `:task_attempt_start:`) starts: a
+    /// task started there, so a range opened before it no longer covers what follows
+    /// (see `crate::task_logs`).
+    pub task_marker_at: Option<u64>,
 }
 
 impl FileContext {
@@ -530,6 +534,9 @@ impl FileParser {
                     return Step::Blocked;
                 }
                 io.corr.learn_marker(self.meta.worker_id, &m);
+                if matches!(m, Marker::TaskName(_) | Marker::TaskAttemptStart(..)) {
+                    self.ctx.task_marker_at = Some(offset);
+                }
                 self.ctx.apply_marker(m);
                 self.joiner.reset();
                 self.count_line(cut);
@@ -632,7 +639,14 @@ impl FileParser {
             corr.learn_task_log_of(meta, text);
         }
         corr.tag(meta, *node_id, ctx.job_id, ctx.task_id, &mut d.ids);
-        let task_pending = tag_task(corr, meta, pending.offset, d.actor_name.or(ctx.actor_name.as_deref()), &mut d.ids);
+        let task_pending = tag_task(
+            corr,
+            meta,
+            pending.offset,
+            ctx.task_marker_at,
+            d.actor_name.or(ctx.actor_name.as_deref()),
+            &mut d.ids,
+        );
         let last_before = ctx.last_timestamp;
         if d.timestamp.is_some() {
             ctx.last_timestamp = d.timestamp;
@@ -661,6 +675,7 @@ impl FileParser {
                 task_name: ctx.task_name.as_deref(),
                 task_id: ctx.task_id.as_ref(),
                 last_timestamp: last_before,
+                task_marker_at: ctx.task_marker_at,
             },
         };
         stats.records += 1;
@@ -676,12 +691,19 @@ impl FileParser {
 /// print may still get one (see [`Record::task_pending`]): no range covers it yet,
 /// ranges of its session are known, and its worker hosts no actor (an actor's
 /// method calls come without ranges: its prints carry the actor instead).
-fn tag_task(corr: &Correlator, meta: &FileMeta, offset: u64, actor_name: Option<&str>, ids: &mut Ids) -> bool {
+fn tag_task(
+    corr: &Correlator,
+    meta: &FileMeta,
+    offset: u64,
+    marker_at: Option<u64>,
+    actor_name: Option<&str>,
+    ids: &mut Ids,
+) -> bool {
     if !corr.tags_tasks() {
         // No task event known or coming: the common case, checked first on every record.
         return false;
     }
-    match corr.task_at(meta, offset) {
+    match corr.task_at(meta, offset, marker_at) {
         Some(Lookup::Task { task_id, attempt }) => {
             ids.task_id = Some(task_id);
             ids.task_attempt = Some(attempt);

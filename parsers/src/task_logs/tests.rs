@@ -76,6 +76,12 @@ fn a_range_started_tags_what_follows_until_its_end_comes() {
     assert_eq!(t.lookup("s1", "w.out", 99), Lookup::None);
     assert_eq!(t.lookup("s1", "w.out", 100), tagged);
     assert_eq!(t.lookup("s1", "w.out", 10_000), tagged, "open: a long task's prints are tagged as they come");
+    // Ray's `:task_name:` marker of the next task at 120 (seen in a live run: the end
+    // came in a later event than the next task's first print): what follows it waits
+    // for that task's range; what precedes it is still the open one's.
+    assert_eq!(t.lookup_in(Some("s1"), "w.out", 130, Some(120)), Lookup::NotYet);
+    assert_eq!(t.lookup_in(Some("s1"), "w.out", 110, Some(120)), tagged);
+    assert_eq!(t.lookup_in(Some("s1"), "w.out", 130, Some(90)), tagged, "its own marker precedes its start");
     for _ in 0..2 {
         t.add(&TaskLogInfo::parse(ended).unwrap(), "spool");
     }

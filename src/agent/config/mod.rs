@@ -294,15 +294,15 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
     if sinks.is_empty() {
         sinks.push(SinkConfig::Stdout { name: "stdout".into() });
     }
-    let traced: Vec<usize> = (sinks.iter().enumerate())
-        .filter(|(_, s)| matches!(s, SinkConfig::Otlp(o) if o.traces.is_some()))
-        .map(|(i, _)| i)
+    // One tracer builds the spans every traced sink sends: its bounds must be one.
+    let traced: Vec<(usize, crate::agent::traces::Settings)> = (sinks.iter().enumerate())
+        .filter_map(|(i, s)| match s {
+            SinkConfig::Otlp(o) => o.traces.as_ref().map(|t| (i, t.settings)),
+            _ => None,
+        })
         .collect();
-    if let [_, second, ..] = traced[..] {
-        p.add(
-            &format!("sinks[{second}].traces"),
-            "one sink at most may send traces (every node builds each span once)",
-        );
+    for (i, _) in traced.iter().skip(1).filter(|(_, t)| *t != traced[0].1) {
+        p.add(&format!("sinks[{i}].traces"), format!("its traces_* bounds differ from sinks[{}]'s: every sink sending traces sends the same spans, so give them the same bounds", traced[0].0));
     }
     let mut names = std::collections::HashSet::new();
     for (i, s) in sinks.iter().enumerate() {

@@ -73,6 +73,9 @@ pub struct HeldRecord {
     /// It waits for the event naming the task attempt that printed it
     /// (`Record::task_pending`).
     task_pending: bool,
+    /// Where its file's last task marker before it starts (see
+    /// `TaskRanges::lookup_in`).
+    task_marker_at: Option<u64>,
     /// It waits for no actor: only, perhaps, for its node, else behind its
     /// file's earlier records (see [`Hold::release_oldest`]).
     rider: bool,
@@ -130,6 +133,7 @@ impl HeldRecord {
                 .collect(),
             truncated: r.truncated,
             task_pending: r.task_pending,
+            task_marker_at: r.at.task_marker_at,
             rider: !awaits_actor(r.ids, r.actor_name.is_some(), r.file) && !r.task_pending,
         }
     }
@@ -150,7 +154,7 @@ impl HeldRecord {
         if !self.task_pending {
             return Ok(None);
         }
-        match corr.task_at(&self.meta, self.offset) {
+        match corr.task_at(&self.meta, self.offset, self.task_marker_at) {
             Some(Lookup::Task { task_id, attempt }) => Ok(Some((task_id, attempt))),
             // Its session's tasks turned out to run without ranges: no use waiting.
             Some(Lookup::NotYet) if corr.expects_tasks(&self.meta) => Err(()),
