@@ -28,6 +28,9 @@ pub struct TaskLogInfo<'a> {
     pub session: Option<&'a str>,
     /// The stdout file's range, then the stderr file's.
     pub ranges: Vec<FileRange<'a>>,
+    /// Ends given without their file (stdout's, stderr's): Ray 2.60 sends an
+    /// attempt's end that way when the start came in an earlier event (seen live).
+    pub ends: [Option<u64>; 2],
 }
 
 /// A byte range of one file: `[start, end)`, `end` unknown while the task runs.
@@ -79,7 +82,10 @@ impl<'a> TaskLog<'a> {
         .ok()?;
         let task_id = task_id?;
         match info {
-            Some(info) => Some(TaskLog::Ranges(TaskLogInfo { task_id, attempt, session, ranges: file_ranges(info)? })),
+            Some(info) => {
+                let (ranges, ends) = file_ranges(info)?;
+                Some(TaskLog::Ranges(TaskLogInfo { task_id, attempt, session, ranges, ends }))
+            }
             // A normal task's: an actor's calls never come with ranges, nor the driver's.
             None if running && task_id.actor_of_task().is_none() && !task_id.as_str().starts_with(DRIVER_TASK) => {
                 Some(TaskLog::RunningWithout { session })
@@ -103,8 +109,9 @@ impl<'a> TaskLogInfo<'a> {
     }
 }
 
-/// The stdout and stderr ranges of a `taskLogInfo` object.
-fn file_ranges(info: &str) -> Option<Vec<FileRange<'_>>> {
+/// The stdout and stderr ranges of a `taskLogInfo` object, and the ends it gives
+/// without a file.
+fn file_ranges(info: &str) -> Option<(Vec<FileRange<'_>>, [Option<u64>; 2])> {
     let mut f: [(Option<&str>, Option<u64>, Option<u64>); 2] = [(None, None, None); 2];
     members(info, |k, v| {
         let (i, what) = match k {
@@ -130,7 +137,8 @@ fn file_ranges(info: &str) -> Option<Vec<FileRange<'_>>> {
             Some(FileRange { file, start, end: end.filter(|&e| e >= start) })
         })
         .collect();
-    (!ranges.is_empty()).then_some(ranges)
+    let ends = f.map(|(file, _, end)| end.filter(|_| file.is_none_or(str::is_empty)));
+    (!ranges.is_empty() || ends.iter().any(Option::is_some)).then_some((ranges, ends))
 }
 
 /// An int64 as proto3 JSON writes it (a string) or as a number.
@@ -175,7 +183,18 @@ pub struct TaskRanges {
     changed: Option<Vec<SavedRange>>,
     /// Sessions whose normal tasks run without ranges (see [`TaskLog::RunningWithout`]).
     without: std::collections::HashSet<Box<str>>,
+    /// The file of each (attempt, stream) range not ended yet, for an end that comes
+    /// without its file ([`TaskLogInfo::ends`]). Bounded: cleared past [`MAX_OPEN`].
+    open: HashMap<OpenKey, (Box<str>, Box<str>)>,
 }
+
+/// An attempt's range in one stream (0 stdout, 1 stderr).
+type OpenKey = (Id, u32, usize);
+
+/// Ranges not ended yet whose file is kept for an end that names none: past it
+/// they are all forgotten (such ends then go unlearned; the next task's marker still
+/// closes a range for the prints after it).
+pub const MAX_OPEN: usize = 65_536;
 
 /// Files whose ranges are kept: past it the oldest file's go. A file's ranges
 /// matter while it is read, and a node has a few thousand worker files at most.
@@ -229,12 +248,36 @@ impl TaskRanges {
             };
             changed |= self.restore(&saved);
         }
+        for (stream, end) in info.ends.iter().enumerate() {
+            let Some(end) = *end else { continue };
+            let Some((session, file)) = self.open.remove(&(info.task_id, info.attempt, stream)) else { continue };
+            changed |= self.end_of(session, file, info.task_id, info.attempt, end);
+        }
         changed
+    }
+
+    /// Ends the range of `attempt` of `task_id` in `file` at `end`, if it began before it.
+    fn end_of(&mut self, session: Box<str>, file: Box<str>, task_id: Id, attempt: u32, end: u64) -> bool {
+        let ranges = self.files.get(&session).and_then(|f| f.get(&file));
+        let Some(r) = ranges.and_then(|rs| rs.iter().find(|r| r.task_id == task_id && r.attempt == attempt)) else {
+            return false;
+        };
+        let start = r.start;
+        (end >= start) && self.restore(&SavedRange { session, file, task_id, attempt, start, end: Some(end) })
     }
 
     /// Takes in one range (as [`TaskRanges::add`] does one of an event's); returns
     /// whether anything changed.
     pub fn restore(&mut self, s: &SavedRange) -> bool {
+        let key = (s.task_id, s.attempt, s.file.ends_with(".err") as usize);
+        if s.end.is_none() {
+            if self.open.len() >= MAX_OPEN {
+                self.open.clear();
+            }
+            self.open.insert(key, (s.session.clone(), s.file.clone()));
+        } else {
+            self.open.remove(&key);
+        }
         let by_file = self.files.entry(s.session.clone()).or_default();
         if !by_file.contains_key(&s.file) {
             self.order.push_back((s.session.clone(), s.file.clone()));

@@ -90,6 +90,26 @@ fn a_range_started_tags_what_follows_until_its_end_comes() {
     assert_eq!(t.lookup("s1", "w.out", 150), Lookup::NotYet);
 }
 
+/// Ray 2.60 sent a long task's end without its files (`{"stdoutEnd":"112",
+/// "stderrEnd":"35"}`, seen in the live traces test): it ends the range the start
+/// named, stdout's and stderr's apart.
+#[test]
+fn an_end_without_its_file_ends_the_range_its_start_named() {
+    let start = r#"{"eventType":"TASK_LIFECYCLE_EVENT","sessionName":"s1","taskLifecycleEvent":{"taskId":"yO9FzNARJXH///////////////8BAAAA","taskAttempt":0,"stateTransitions":[{"state":"RUNNING","timestamp":"2026-12-07T19:25:01Z"}],"taskLogInfo":{"stdoutFile":"/tmp/ray/session_latest/logs/w.out","stderrFile":"/tmp/ray/session_latest/logs/w.err","stdoutStart":"35","stderrStart":"35"}}}"#;
+    let end = r#"{"eventType":"TASK_LIFECYCLE_EVENT","sessionName":"s1","taskLifecycleEvent":{"taskId":"yO9FzNARJXH///////////////8BAAAA","taskAttempt":0,"stateTransitions":[],"taskLogInfo":{"stdoutEnd":"112","stderrEnd":"35"}}}"#;
+    let tagged = Lookup::Task { task_id: task("c8ef45ccd0112571ffffffffffffffffffffffff01000000"), attempt: 0 };
+    let mut t = TaskRanges::new();
+    t.add(&TaskLogInfo::parse(start).unwrap(), "spool");
+    assert_eq!(t.lookup("s1", "w.out", 200), tagged, "open");
+    let info = TaskLogInfo::parse(end).expect("an end alone is read");
+    assert_eq!((info.ranges.len(), info.ends), (0, [Some(112), Some(35)]));
+    assert!(t.add(&info, "spool"));
+    assert_eq!(t.lookup("s1", "w.out", 111), tagged);
+    assert_eq!(t.lookup("s1", "w.out", 112), Lookup::NotYet, "ended at 112");
+    assert_eq!(t.lookup("s1", "w.err", 35), Lookup::NotYet, "stderr ended where it began");
+    assert!(!t.add(&info, "spool"), "a repeat changes nothing");
+}
+
 #[test]
 fn snake_case_and_the_events_without_a_range() {
     let snake = r#"{"event_type":"TASK_LIFECYCLE_EVENT","session_name":"s","task_lifecycle_event":{"task_id":"FjEKDwpFr1z///////////////8BAAAA","task_log_info":{"stderr_file":"a/w.err","stderr_start":"5","stderr_end":"9"}}}"#;
