@@ -24,10 +24,14 @@ use crate::agent::checkpoint::times::TimesLog;
 use crate::agent::checkpoint::{CheckpointStore, Resume};
 use crate::agent::config::Config;
 use crate::agent::events::EventMetrics;
+use crate::agent::events::SpoolReaders;
 use crate::agent::metrics::Metrics;
 use crate::agent::pipeline::{track_acks, Dispatcher, Undelivered};
 use crate::agent::ray_latency::RayLatency;
 use crate::agent::ray_metrics::RayMetrics;
+use crate::agent::sinks::object_store::config::ObjectStoreConfig;
+use crate::agent::sinks::object_store::service::Store as ObjectStoreClient;
+use crate::agent::sinks::object_store::{Mirror, ObjectStoreMetrics};
 use crate::agent::sinks::parked::Parking;
 use crate::agent::sinks::{run_sink, DeadLetter, SinkImpl, SinkTask};
 use crate::agent::source::{Source, Wake};
@@ -135,11 +139,21 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
         let bound = api::serve(addr, metrics.clone(), health.clone()).await?;
         tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
     }
+    let records = !cfg.sinks.is_empty();
+    let bucket = cfg.object_stores.first();
     let events = match &cfg.events {
         Some(ec) => {
-            let ev =
-                crate::agent::events::start(ec, &cfg.retry, &resume, metrics.clone(), cfg.source.parse.max_line_bytes)
-                    .await?;
+            let uploaded = bucket.map(|b| Mirror::events_cursor(&cfg.source.state_dir, &b.name));
+            let readers = SpoolReaders { uploaded, records };
+            let ev = crate::agent::events::start(
+                ec,
+                &cfg.retry,
+                &resume,
+                metrics.clone(),
+                cfg.source.parse.max_line_bytes,
+                readers,
+            )
+            .await?;
             tracing::info!(bound = %ev.bound, spool = %ec.spool_dir.display(), forward_to = ?ec.forward_to.as_ref().map(|u| u.as_str()), "receiving Ray's events");
             store.observe(ev.delivered.clone());
             // The spool is read like a logs dir.
@@ -148,9 +162,20 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
         }
         None => None,
     };
+    let mirror = match bucket {
+        Some(b) => Some(start_mirror(&cfg, b, events.as_ref(), &metrics, once)?),
+        None => None,
+    };
+    if !records {
+        return Ok(run_mirror_only(mirror, signals, events, health, once).await);
+    }
     let stages = start(&cfg, once, store, resume, metrics, health)?;
     let (dead, metrics) = (stages.dead.clone(), stages.metrics.clone());
     let end = wait(stages, signals, cfg.retry.shutdown_grace).await?;
+    if let Some((stop, task)) = mirror {
+        let _ = stop.send(true);
+        let _ = task.await;
+    }
     if let Some(ev) = &events {
         ev.stop();
     }
@@ -165,6 +190,59 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
     // Parked records are not delivered either: `ship --once` did not finish its job.
     let undelivered = end.undelivered.records + parked.0;
     Ok(Outcome { signal, read_everything: end.read_everything, undelivered })
+}
+
+type MirrorTask = (watch::Sender<bool>, JoinHandle<()>);
+
+/// Starts the object-store sink's rounds (see `sinks::object_store`).
+fn start_mirror(
+    cfg: &Config,
+    b: &ObjectStoreConfig,
+    events: Option<&crate::agent::events::Events>,
+    metrics: &Arc<Metrics>,
+    once: bool,
+) -> Result<MirrorTask> {
+    let store = ObjectStoreClient::build(b)
+        .with_context(|| format!("sink {:?}: cannot set up the object store client", b.name))?;
+    let spool = events.map(|e| e.spool.clone());
+    let mut paths = cfg.source.paths.clone();
+    if let Some(ec) = &cfg.events {
+        paths.retain(|p| p != &ec.spool_dir);
+    }
+    let m = Mirror::new(b.clone(), store, paths, &cfg.source.state_dir, spool, metrics.stage::<ObjectStoreMetrics>());
+    let (stop, stopped) = watch::channel(false);
+    tracing::info!(sink = %b.name, bucket = %b.bucket, prefix = %b.layout.prefix(), "mirroring the logs dirs to the object store");
+    Ok((stop, tokio::spawn(m.run(stopped, once, cfg.retry.shutdown_grace))))
+}
+
+/// No record sinks: only the events receiver and the object store run, until a
+/// signal (or, with `once`, the one round).
+async fn run_mirror_only(
+    mirror: Option<MirrorTask>,
+    mut signals: mpsc::Receiver<Signal>,
+    events: Option<crate::agent::events::Events>,
+    health: Arc<Health>,
+    once: bool,
+) -> Outcome {
+    let Some((stop, mut task)) = mirror else { return Outcome { signal: None, read_everything: true, undelivered: 0 } };
+    health.ready.store(true, Relaxed);
+    let mut signal = None;
+    let done = tokio::select! {
+        _ = &mut task, if once => true,
+        s = signals.recv() => { signal = s; false }
+    };
+    if !done {
+        tracing::info!("stopping: the object store's last round runs");
+        let _ = stop.send(true);
+        tokio::select! {
+            _ = &mut task => {}
+            s = signals.recv() => tracing::warn!(signal = ?s.map(|s| s.name()), "second signal: not waiting for the last round"),
+        }
+    }
+    if let Some(ev) = &events {
+        ev.stop();
+    }
+    Outcome { signal, read_everything: done || !once, undelivered: 0 }
 }
 
 /// Starts the sinks, the ack tracker and the reader (with its file watch).

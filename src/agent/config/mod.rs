@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
+use crate::agent::sinks::object_store::config::{Env, ObjectStoreConfig, ObjectStoreRaw};
 use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
 pub use effective::effective_toml;
 pub use events::{EventsConfig, EventsRaw};
@@ -112,6 +113,9 @@ pub enum SinkRaw {
     Otlp(OtlpRaw),
     Stdout(StdoutRaw),
     File(FileRaw),
+    /// Mirrors the logs dirs and the events to a bucket (not a record sink).
+    #[serde(rename = "object_store")]
+    ObjectStore(ObjectStoreRaw),
 }
 
 /// `type = "stdout"`: NDJSON on standard output.
@@ -183,8 +187,11 @@ pub struct Config {
     pub node: NodeConfig,
     pub batch: BatchConfig,
     pub retry: RetryConfig,
-    /// Never empty: with no sink configured, records go to stdout.
+    /// The record sinks. With none configured, records go to stdout, unless an
+    /// object store is configured: then there are none, and no records are read.
     pub sinks: Vec<SinkConfig>,
+    /// `type = "object_store"` sinks, which mirror files instead of taking records.
+    pub object_stores: Vec<ObjectStoreConfig>,
     /// `dead_letter.max_bytes`.
     pub dead_letter_max_bytes: u64,
     pub api_address: Option<std::net::SocketAddr>,
@@ -289,9 +296,12 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
     let es = raw.sinks.iter().any(|s| matches!(s, SinkRaw::Elasticsearch(_)));
     let batch = validate_batch(&raw.batch, es, p);
     let retry = validate_retry(&raw.retry, p);
-    let mut sinks: Vec<SinkConfig> =
-        raw.sinks.iter().enumerate().map(|(i, s)| validate_sink(s, &format!("sinks[{i}]"), p)).collect();
-    if sinks.is_empty() {
+    let mut sinks: Vec<SinkConfig> = (raw.sinks.iter().enumerate())
+        .filter(|(_, s)| !matches!(s, SinkRaw::ObjectStore(_)))
+        .map(|(i, s)| validate_sink(s, &format!("sinks[{i}]"), p))
+        .collect();
+    let object_stores = validate_object_stores(raw, &node, p);
+    if sinks.is_empty() && object_stores.is_empty() {
         sinks.push(SinkConfig::Stdout { name: "stdout".into() });
     }
     // One tracer builds the spans every traced sink sends: its bounds must be one.
@@ -305,9 +315,10 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
         p.add(&format!("sinks[{i}].traces"), format!("its traces_* bounds differ from sinks[{}]'s: every sink sending traces sends the same spans, so give them the same bounds", traced[0].0));
     }
     let mut names = std::collections::HashSet::new();
-    for (i, s) in sinks.iter().enumerate() {
-        if !names.insert(s.name().to_string()) {
-            p.add(&format!("sinks[{i}].name"), format!("{:?} is used twice; give each sink its own name", s.name()));
+    let all = sinks.iter().map(|s| s.name()).chain(object_stores.iter().map(|o| o.name.as_str()));
+    for (i, name) in all.enumerate() {
+        if !names.insert(name.to_string()) {
+            p.add(&format!("sinks[{i}].name"), format!("{name:?} is used twice; give each sink its own name"));
         }
     }
     let api_address = match raw.api.address.as_deref().unwrap_or("127.0.0.1:9095") {
@@ -321,7 +332,26 @@ fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
     let dead_letter_max_bytes =
         raw.dead_letter.max_bytes.as_ref().map_or(64 << 20, |v| v.get("dead_letter.max_bytes", 4 << 10..=1 << 40, p));
     let events = events::validate_events(&raw.events, &source.state_dir, p);
-    Config { source, node, batch, retry, sinks, dead_letter_max_bytes, api_address, events }
+    Config { source, node, batch, retry, sinks, object_stores, dead_letter_max_bytes, api_address, events }
+}
+
+/// The `object_store` sinks, each key falling back to the collector's environment.
+fn validate_object_stores(raw: &RawConfig, node: &NodeConfig, p: &mut Problems) -> Vec<ObjectStoreConfig> {
+    let var = |k: &str| std::env::var(k).ok();
+    let stores: Vec<(usize, &ObjectStoreRaw)> = (raw.sinks.iter().enumerate())
+        .filter_map(|(i, s)| match s {
+            SinkRaw::ObjectStore(o) => Some((i, o)),
+            _ => None,
+        })
+        .collect();
+    if stores.is_empty() {
+        return vec![];
+    }
+    let env = Env::new(&var, p);
+    if stores.len() > 1 {
+        p.add(&format!("sinks[{}]", stores[1].0), "only one object_store sink per agent: it mirrors the node, once");
+    }
+    stores.iter().map(|(i, o)| o.validate(&format!("sinks[{i}]"), node.cluster.as_deref(), &env, p)).collect()
 }
 
 fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {
@@ -411,6 +441,7 @@ fn validate_sink(s: &SinkRaw, key: &str, p: &mut Problems) -> SinkConfig {
             });
             SinkConfig::File { name: f.name.clone().unwrap_or_else(|| "file".into()), path }
         }
+        SinkRaw::ObjectStore(_) => unreachable!("object_store sinks are validated apart"),
     }
 }
 

@@ -38,7 +38,7 @@ use crate::agent::checkpoint::Resume;
 use crate::agent::config::{EventsConfig, RetryConfig};
 use crate::agent::metrics::Metrics;
 pub use counters::EventMetrics;
-pub use spool::{is_segment_name, Delivered, Spool, SpoolError};
+pub use spool::{is_segment_name, Cursor, Delivered, Spool, SpoolError};
 
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,7 @@ pub enum EventsError {
 pub struct Events {
     pub bound: SocketAddr,
     pub delivered: Arc<Delivered>,
+    pub spool: Arc<Mutex<Spool>>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -61,6 +62,14 @@ impl Events {
     pub fn stop(&self) {
         let _ = self.stop.send(true);
     }
+}
+
+/// Who else reads the spool: the object store from its saved cursor, and the
+/// source when there are record sinks.
+#[derive(Clone, Copy, Debug)]
+pub struct SpoolReaders {
+    pub uploaded: Option<Cursor>,
+    pub records: bool,
 }
 
 /// Opens the spool (recovering it with the checkpoints in `resume`), binds the
@@ -73,10 +82,12 @@ pub async fn start(
     resume: &Resume,
     metrics: Arc<Metrics>,
     max_line_bytes: usize,
+    readers: SpoolReaders,
 ) -> Result<Events, EventsError> {
     let delivered = Arc::new(Delivered::default());
     let cursor = cfg.forward_to.as_ref().map(|_| forward::load_cursor(&cfg.spool_dir).unwrap_or_default());
-    let spool = Spool::open(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), resume, cursor)?;
+    let readers = spool::Readers { forwarded: cursor, uploaded: readers.uploaded, records: readers.records };
+    let spool = Spool::open_with(&cfg.spool_dir, cfg.spool_max_bytes, delivered.clone(), resume, readers)?;
     let spool = Arc::new(Mutex::new(spool));
     let listener = tokio::net::TcpListener::bind(cfg.address)
         .await
@@ -96,8 +107,8 @@ pub async fn start(
         let (s, r, m, a) = (spool.clone(), retry.clone(), metrics.clone(), appended.clone());
         tokio::spawn(forward::run(s, url, r, m, a, stopped.clone()));
     }
-    tokio::spawn(janitor(spool, metrics, stopped));
-    Ok(Events { bound, delivered, stop })
+    tokio::spawn(janitor(spool.clone(), metrics, stopped));
+    Ok(Events { bound, delivered, spool, stop })
 }
 
 /// Deletes what was delivered and updates the spool gauge, every second.

@@ -157,7 +157,7 @@ pub enum SpoolError {
     Io { path: String, source: std::io::Error },
 }
 
-/// The forwarder's position: the next byte to forward.
+/// A reader's position in the spool: the next byte it reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cursor {
     pub seq: u64,
@@ -175,6 +175,19 @@ pub struct Spool {
     delivered: Arc<Delivered>,
     /// `None` without `events.forward_to`.
     forwarded: Option<Cursor>,
+    /// The object store's events cursor; `None` without an `object_store` sink.
+    uploaded: Option<Cursor>,
+    /// The source reads the spool (there are record sinks): a segment waits for
+    /// their acknowledgements.
+    records: bool,
+}
+
+/// Who reads the spool besides the source, and whether the source does.
+#[derive(Clone, Copy, Debug)]
+pub struct Readers {
+    pub forwarded: Option<Cursor>,
+    pub uploaded: Option<Cursor>,
+    pub records: bool,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SpoolError + '_ {
@@ -193,6 +206,18 @@ impl Spool {
         saved: &Resume,
         forwarded: Option<Cursor>,
     ) -> Result<Spool, SpoolError> {
+        Spool::open_with(dir, max_bytes, delivered, saved, Readers { forwarded, uploaded: None, records: true })
+    }
+
+    /// [`Spool::open`] with every reader's position.
+    pub fn open_with(
+        dir: &Path,
+        max_bytes: u64,
+        delivered: Arc<Delivered>,
+        saved: &Resume,
+        readers: Readers,
+    ) -> Result<Spool, SpoolError> {
+        let Readers { forwarded, uploaded, records } = readers;
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut segments = BTreeMap::new();
         for e in std::fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
@@ -213,22 +238,33 @@ impl Spool {
                 }
                 None => 0,
             };
-            let forwarded_to = match forwarded {
+            let read_to = |c: Option<Cursor>| match c {
                 Some(c) if c.seq > seq => bytes.len() as u64,
                 Some(c) if c.seq == seq => c.offset,
                 _ => 0,
             };
+            let forwarded_to = read_to(forwarded).max(read_to(uploaded));
             let size = recover(&path, &bytes, done.max(forwarded_to))?;
             delivered.watch(key, &bytes[..size as usize], done);
             segments.insert(seq, Segment { key, size });
         }
         let current = segments.keys().next_back().map_or(1, |s| s + 1);
-        let forwarded =
-            forwarded.map(|c| c.max(Cursor { seq: segments.keys().next().copied().unwrap_or(current), offset: 0 }));
+        let first = Cursor { seq: segments.keys().next().copied().unwrap_or(current), offset: 0 };
+        let (forwarded, uploaded) = (forwarded.map(|c| c.max(first)), uploaded.map(|c| c.max(first)));
         let (file, key) = create_segment(dir, current)?;
         delivered.watch(key, &[], 0);
         segments.insert(current, Segment { key, size: 0 });
-        let mut spool = Spool { dir: dir.to_path_buf(), max_bytes, segments, current, file, delivered, forwarded };
+        let mut spool = Spool {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            segments,
+            current,
+            file,
+            delivered,
+            forwarded,
+            uploaded,
+            records,
+        };
         spool.clean();
         Ok(spool)
     }
@@ -239,14 +275,14 @@ impl Spool {
     }
 
     fn done(&self, seq: u64, s: &Segment) -> u64 {
-        let delivered = self.delivered.get(&s.key);
-        let forwarded = match self.forwarded {
+        let delivered = if self.records { self.delivered.get(&s.key) } else { u64::MAX };
+        let read = |c: Option<Cursor>| match c {
             None => u64::MAX,
             Some(c) if c.seq > seq => u64::MAX,
             Some(c) if c.seq == seq => c.offset,
             Some(_) => 0,
         };
-        delivered.min(forwarded)
+        delivered.min(read(self.forwarded)).min(read(self.uploaded))
     }
 
     /// Appends one post's lines and makes them durable; refuses when the spool is
@@ -327,6 +363,15 @@ impl Spool {
 
     pub fn forward_cursor(&self) -> Option<Cursor> {
         self.forwarded
+    }
+
+    /// The object store uploaded the events before `c`.
+    pub fn uploaded(&mut self, c: Cursor) {
+        self.uploaded = Some(c);
+    }
+
+    pub fn upload_cursor(&self) -> Option<Cursor> {
+        self.uploaded
     }
 
     pub fn dir(&self) -> &Path {

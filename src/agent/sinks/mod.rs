@@ -17,6 +17,7 @@ pub mod gzip;
 pub mod http;
 pub mod loki;
 pub mod ndjson;
+pub mod object_store;
 pub mod otlp;
 pub mod parked;
 pub mod pb;

@@ -1,0 +1,197 @@
+//! The store, and the writes: a file streamed to its object (one request up to a
+//! part, a multipart upload past it), a server-side copy, an events object.
+//!
+//! Memory is bounded by [`CONCURRENCY`] × the part size, whatever the files' sizes:
+//! a file is read a part at a time and exactly up to the size the round saw (the
+//! object is then the file's bytes at that moment; later appends go next round).
+
+use std::sync::{Arc, Mutex};
+
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::path::Path as Key;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use tokio::io::AsyncReadExt;
+
+use super::config::{Backend, ObjectStoreConfig};
+use super::state::{Pending, State};
+
+/// Uploads under way at once.
+pub const CONCURRENCY: usize = 4;
+/// Part size: S3's minimum is 5 MiB, and at most 10,000 parts make an object.
+const PART: u64 = 8 << 20;
+
+/// One store, seen both ways.
+#[derive(Clone)]
+pub struct Store {
+    pub objects: Arc<dyn ObjectStore>,
+    pub multipart: Arc<dyn MultipartStore>,
+}
+
+/// Why a write failed: the key, and the store's own words.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{key}: {source}")]
+    Store { key: String, source: object_store::Error },
+    #[error("{path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path} shrank while it was uploaded (truncated?); it goes again next round")]
+    Shrank { path: String },
+    #[error("{path}: cannot save the upload's id in the state dir: {source}")]
+    State { path: String, source: std::io::Error },
+}
+
+impl Store {
+    /// Builds the client; credentials come from the environment, web identity or
+    /// the instance's role, as `object_store` finds them.
+    pub fn build(c: &ObjectStoreConfig) -> Result<Store, object_store::Error> {
+        let retry = object_store::RetryConfig {
+            max_retries: 5,
+            retry_timeout: std::time::Duration::from_secs(60),
+            ..Default::default()
+        };
+        match c.backend {
+            Backend::S3 => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(&c.bucket)
+                    .with_allow_http(c.allow_http)
+                    .with_virtual_hosted_style_request(c.virtual_hosted)
+                    .with_retry(retry)
+                    .with_region(c.region.clone().unwrap_or_else(|| "us-east-1".into()));
+                if let Some(e) = &c.endpoint {
+                    b = b.with_endpoint(e);
+                }
+                let s = Arc::new(b.build()?);
+                Ok(Store { objects: s.clone(), multipart: s })
+            }
+            Backend::Gcs => {
+                let s = Arc::new(
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                        .with_bucket_name(&c.bucket)
+                        .with_retry(retry)
+                        .build()?,
+                );
+                Ok(Store { objects: s.clone(), multipart: s })
+            }
+            Backend::Azure => {
+                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_container_name(&c.bucket)
+                    .with_allow_http(c.allow_http)
+                    .with_retry(retry);
+                if let Some(u) = &c.azure_account_url {
+                    b = b.with_endpoint(u.clone());
+                }
+                let s = Arc::new(b.build()?);
+                Ok(Store { objects: s.clone(), multipart: s })
+            }
+        }
+    }
+
+    /// An in-memory store, for tests.
+    pub fn memory() -> Store {
+        let s = Arc::new(object_store::memory::InMemory::new());
+        Store { objects: s.clone(), multipart: s }
+    }
+
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), WriteError> {
+        let err = |source| WriteError::Store { key: key.to_string(), source };
+        self.objects.put(&Key::from(key), PutPayload::from(bytes)).await.map_err(err)?;
+        Ok(())
+    }
+
+    pub async fn copy(&self, from: &str, to: &str) -> Result<(), WriteError> {
+        let err = |source| WriteError::Store { key: format!("{from} → {to}"), source };
+        self.objects.copy(&Key::from(from), &Key::from(to)).await.map_err(err)
+    }
+
+    /// Aborts the multipart uploads a killed run left (their ids are in `state`).
+    pub async fn abort_left(&self, state: &Mutex<State>) {
+        let left: Vec<Pending> = lock(state).uploads.iter().cloned().collect();
+        for p in left {
+            match self.multipart.abort_multipart(&Key::from(p.key.as_str()), &p.id).await {
+                Ok(()) => tracing::info!(key = %p.key, "aborted a multipart upload a stopped raylog left"),
+                Err(e) => {
+                    tracing::warn!(key = %p.key, error = %e, "cannot abort a multipart upload a stopped raylog left (gone already?); forgetting it")
+                }
+            }
+            lock(state).uploads.remove(&p);
+        }
+    }
+
+    /// Streams the first `size` bytes of `path` to `key`.
+    pub async fn upload_file(
+        &self,
+        path: &std::path::Path,
+        key: &str,
+        size: u64,
+        state: &Mutex<State>,
+    ) -> Result<u64, WriteError> {
+        let shown = || path.display().to_string();
+        let mut f = tokio::fs::File::open(path).await.map_err(|source| WriteError::Read { path: shown(), source })?;
+        let part = PART.max(size.div_ceil(9_000));
+        if size <= part {
+            let buf = read_part(&mut f, size, path).await?;
+            self.put(key, buf).await?;
+            return Ok(size);
+        }
+        let k = Key::from(key);
+        let err = |source| WriteError::Store { key: key.to_string(), source };
+        let id = self.multipart.create_multipart(&k).await.map_err(err)?;
+        let pending = Pending { key: key.to_string(), id: id.clone() };
+        {
+            // Written ahead: a SIGKILL from here on leaves an id the next start aborts.
+            let mut s = lock(state);
+            s.uploads.insert(pending.clone());
+            s.save().map_err(|source| WriteError::State { path: s.path().display().to_string(), source })?;
+        }
+        let done = self.parts(&mut f, path, &k, &id, size, part).await;
+        let out = match done {
+            Ok(parts) => self.multipart.complete_multipart(&k, &id, parts).await.map(|_| size).map_err(err),
+            Err(e) => Err(e),
+        };
+        if out.is_err() {
+            let _ = self.multipart.abort_multipart(&k, &id).await;
+        }
+        // An id completed or aborted needs no abort at the next start; the state is
+        // saved with the round.
+        lock(state).uploads.remove(&pending);
+        out
+    }
+
+    async fn parts(
+        &self,
+        f: &mut tokio::fs::File,
+        path: &std::path::Path,
+        k: &Key,
+        id: &String,
+        size: u64,
+        part: u64,
+    ) -> Result<Vec<PartId>, WriteError> {
+        let mut parts = vec![];
+        let mut at = 0;
+        while at < size {
+            let n = part.min(size - at);
+            let buf = read_part(f, n, path).await?;
+            let put = self.multipart.put_part(k, id, parts.len(), PutPayload::from(buf)).await;
+            parts.push(put.map_err(|source| WriteError::Store { key: k.to_string(), source })?);
+            at += n;
+        }
+        Ok(parts)
+    }
+}
+
+async fn read_part(f: &mut tokio::fs::File, n: u64, path: &std::path::Path) -> Result<Vec<u8>, WriteError> {
+    let mut buf = Vec::with_capacity(n as usize);
+    let got = (&mut *f)
+        .take(n)
+        .read_to_end(&mut buf)
+        .await
+        .map_err(|source| WriteError::Read { path: path.display().to_string(), source })?;
+    if (got as u64) < n {
+        return Err(WriteError::Shrank { path: path.display().to_string() });
+    }
+    Ok(buf)
+}
+
+pub fn lock(s: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,300 @@
+//! The mirror against an in-memory store, on a real Ray 2.60 session
+//! (`fixtures/ray-2.60-events`: its logs dir and the posts Ray sent). Expected keys
+//! and contents come from the files and from Ray's posts, decoded here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::TryStreamExt;
+use object_store::path::Path as Key;
+use object_store::ObjectStoreExt;
+
+use super::config::{Backend, ObjectStoreConfig};
+use super::encode::Layout;
+use super::service::Store;
+use super::*;
+use crate::agent::checkpoint::Resume;
+use crate::agent::events::spool::{post_id, Delivered, Readers};
+
+const SESSION: &str = "session_2026-12-01_19-45-51_773160_3103";
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ray-2.60-events")
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("raylog-os-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A copy of the fixture's session under `root/`.
+fn session_copy(root: &Path) -> PathBuf {
+    let logs = root.join(SESSION).join("logs");
+    let from = fixture().join(SESSION).join("logs");
+    let mut stack = vec![from.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let rel = e.path().strip_prefix(&from).unwrap().to_path_buf();
+            if e.file_type().unwrap().is_dir() {
+                std::fs::create_dir_all(logs.join(&rel)).unwrap();
+                stack.push(e.path());
+            } else {
+                std::fs::create_dir_all(logs.join(&rel).parent().unwrap()).unwrap();
+                std::fs::copy(e.path(), logs.join(&rel)).unwrap();
+            }
+        }
+    }
+    logs
+}
+
+fn config(head: bool) -> ObjectStoreConfig {
+    ObjectStoreConfig {
+        name: "bucket".into(),
+        backend: Backend::S3,
+        bucket: "b".into(),
+        endpoint: None,
+        region: None,
+        virtual_hosted: false,
+        allow_http: false,
+        azure_account_url: None,
+        layout: Layout { root: "root".into(), namespace: "ns".into(), owner: None, cluster: "c1".into() },
+        head,
+        upload_interval: Duration::from_secs(60),
+        max_active_upload_bytes: 256 << 20,
+    }
+}
+
+/// Standard base64, decoded here and not by the crate.
+fn b64_hex(s: &str) -> String {
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let (mut acc, mut bits, mut out) = (0u32, 0, String::new());
+    for c in s.bytes().filter(|c| *c != b'=') {
+        acc = (acc << 6) | alphabet.iter().position(|a| *a == c).unwrap() as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push_str(&format!("{:02x}", (acc >> bits) & 0xff));
+        }
+    }
+    out
+}
+
+/// The node id Ray's own NODE_DEFINITION_EVENT gives.
+fn node_from_posts() -> String {
+    for p in posts() {
+        for e in serde_json::from_slice::<Vec<serde_json::Value>>(&p).unwrap() {
+            if e["eventType"] == "NODE_DEFINITION_EVENT" {
+                return b64_hex(e["nodeDefinitionEvent"]["nodeId"].as_str().unwrap());
+            }
+        }
+    }
+    panic!("no NODE_DEFINITION_EVENT in the fixture's posts");
+}
+
+fn posts() -> Vec<Vec<u8>> {
+    let dir = fixture().join("posts");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+async fn objects(store: &Store) -> BTreeMap<String, Vec<u8>> {
+    let metas: Vec<_> = store.objects.list(None).try_collect().await.unwrap();
+    let mut out = BTreeMap::new();
+    for m in metas {
+        let bytes = store.objects.get(&m.location).await.unwrap().bytes().await.unwrap();
+        out.insert(m.location.to_string(), bytes.to_vec());
+    }
+    out
+}
+
+fn mirror(store: &Store, root: &Path, state: &Path, head: bool, spool: Option<Arc<Mutex<Spool>>>) -> Mirror {
+    let cfg = config(head);
+    Mirror::new(cfg, store.clone(), vec![root.to_path_buf()], state, spool, Arc::new(ObjectStoreMetrics::default()))
+}
+
+#[tokio::test]
+async fn every_file_of_a_real_session_lands_byte_identical_under_its_node() {
+    let dir = scratch("files");
+    let logs = session_copy(&dir.join("ray"));
+    let store = Store::memory();
+    let node = node_from_posts();
+    let mut m = mirror(&store, &dir.join("ray"), &dir.join("state"), true, None);
+    let r = m.round(false).await;
+    let got = objects(&store).await;
+    let prefix = format!("root/cluster-history/raycluster/ns/c1/{SESSION}/{node}/logs/");
+    let mut files = vec![];
+    mirror::walk(&mirror::LogsDir { session: SESSION.into(), path: logs.clone() }, &mut files);
+    assert!(files.len() > 20);
+    for f in &files {
+        let want = std::fs::read(&f.path).unwrap();
+        assert_eq!(got.get(&format!("{prefix}{}", f.rel)), Some(&want), "{}", f.rel);
+    }
+    assert_eq!(r.uploads as usize, files.len());
+    // The head's marker, empty; then nothing more.
+    assert_eq!(got.get(&format!("root/cluster-metadata/raycluster/ns_c1/{SESSION}")), Some(&vec![]));
+    assert_eq!(got.len(), files.len() + 1);
+    // Nothing changed: the next round writes nothing, and neither does a restart.
+    assert_eq!(m.round(false).await, Round::default());
+    let mut again = mirror(&store, &dir.join("ray"), &dir.join("state"), true, None);
+    assert_eq!(again.round(false).await, Round::default());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_rename_rotation_is_followed_by_copies_and_an_active_file_waits_its_interval() {
+    let dir = scratch("rotate");
+    let logs = session_copy(&dir.join("ray"));
+    let store = Store::memory();
+    let node = node_from_posts();
+    let key = |rel: &str| format!("root/cluster-history/raycluster/ns/c1/{SESSION}/{node}/logs/{rel}");
+    let mut m = mirror(&store, &dir.join("ray"), &dir.join("state"), false, None);
+    std::fs::write(logs.join("app.log.1"), b"one\n").unwrap();
+    std::fs::write(logs.join("app.log"), b"two\n").unwrap();
+    m.round(false).await;
+    // An append within the interval waits; the rotation goes at once.
+    std::fs::write(logs.join("app.log"), b"two\nthree\n").unwrap();
+    let r = m.round(false).await;
+    assert_eq!(r.uploads, 0, "an active file changed within upload_interval waits");
+    std::fs::rename(logs.join("app.log.1"), logs.join("app.log.2")).unwrap();
+    std::fs::rename(logs.join("app.log"), logs.join("app.log.1")).unwrap();
+    std::fs::write(logs.join("app.log"), b"four\n").unwrap();
+    let r = m.round(false).await;
+    let got = objects(&store).await;
+    assert_eq!(got[&key("app.log.2")], b"one\n");
+    assert_eq!(got[&key("app.log.1")], b"two\nthree\n");
+    assert_eq!(got[&key("app.log")], b"four\n");
+    // app.log.2 by copy; app.log.1 had grown since its upload (uploaded), app.log is new.
+    assert_eq!((r.copies, r.uploads), (1, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn past_max_active_upload_bytes_a_file_waits_for_the_last_round_and_multipart_is_used() {
+    let dir = scratch("big");
+    let logs = session_copy(&dir.join("ray"));
+    let store = Store::memory();
+    let node = node_from_posts();
+    let mut cfg = config(false);
+    cfg.max_active_upload_bytes = 1 << 20;
+    let metrics = Arc::new(ObjectStoreMetrics::default());
+    let mut m = Mirror::new(cfg, store.clone(), vec![dir.join("ray")], &dir.join("state"), None, metrics.clone());
+    // 20 MiB of distinct lines: three parts.
+    let big: Vec<u8> = (0..400_000u32).flat_map(|i| format!("line {i:045}\n").into_bytes()).collect();
+    std::fs::write(logs.join("big.log"), &big).unwrap();
+    m.round(false).await;
+    let key = format!("root/cluster-history/raycluster/ns/c1/{SESSION}/{node}/logs/big.log");
+    assert!(!objects(&store).await.contains_key(&key));
+    assert_eq!(metrics.deferred.load(Relaxed), 1);
+    let r = m.round(true).await;
+    assert_eq!(r.failures, 0);
+    assert_eq!(objects(&store).await[&key], big);
+    assert!(lock(&m.state).uploads.is_empty(), "a completed upload's id is forgotten");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_multipart_upload_a_kill_left_is_aborted_at_the_next_start() {
+    let dir = scratch("abort");
+    let store = Store::memory();
+    let k = Key::from("root/x");
+    let id = store.multipart.create_multipart(&k).await.unwrap();
+    let mut s = State::load(&dir, "bucket");
+    s.uploads.insert(state::Pending { key: "root/x".into(), id: id.clone() });
+    s.save().unwrap();
+    let m = mirror(&store, &dir.join("none"), &dir, false, None);
+    store.abort_left(&m.state).await;
+    // The in-memory store forgets an aborted upload: a part put to it now fails.
+    let part = store.multipart.put_part(&k, &id, 0, vec![1u8].into()).await;
+    assert!(part.is_err(), "the upload should be gone");
+    assert!(lock(&m.state).uploads.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn spool_posts(dir: &Path, bodies: &[Vec<u8>]) -> Arc<Mutex<Spool>> {
+    let readers = Readers { forwarded: None, uploaded: Some(Default::default()), records: false };
+    let mut spool =
+        Spool::open_with(dir, 1 << 30, Arc::new(Delivered::default()), &Resume::default(), readers).unwrap();
+    for b in bodies {
+        let (lines, _) = crate::agent::events::receiver::spool_lines(b, &post_id(), 1 << 20).unwrap().unwrap();
+        spool.append(&lines).unwrap();
+    }
+    Arc::new(Mutex::new(spool))
+}
+
+/// Event id → the keys holding it.
+fn event_places(got: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, body) in got.iter().filter(|(k, _)| k.contains("_events/")) {
+        for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+            out.entry(v["eventId"].as_str().unwrap().to_string()).or_default().push(k.clone());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn rays_events_go_to_node_and_job_keys_once_even_when_posted_twice_or_retried() {
+    let dir = scratch("events");
+    session_copy(&dir.join("ray"));
+    let store = Store::memory();
+    let node = node_from_posts();
+    let mut bodies = posts();
+    // Ray posts at least once: the first post again.
+    bodies.push(bodies[0].clone());
+    let spool = spool_posts(&dir.join("spool"), &bodies);
+    let mut m = mirror(&store, &dir.join("ray"), &dir.join("state"), false, Some(spool.clone()));
+    let r = m.round(false).await;
+    let got = objects(&store).await;
+    let places = event_places(&got);
+    let mut want: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for p in &bodies {
+        for e in serde_json::from_slice::<Vec<serde_json::Value>>(p).unwrap() {
+            let ty = e["eventType"].as_str().unwrap();
+            let payload = [
+                "driverJobDefinitionEvent",
+                "driverJobLifecycleEvent",
+                "taskDefinitionEvent",
+                "taskLifecycleEvent",
+                "taskProfileEvents",
+                "actorTaskDefinitionEvent",
+                "actorDefinitionEvent",
+            ];
+            let job = (!ty.starts_with("NODE_"))
+                .then(|| payload.iter().find_map(|k| e[*k]["jobId"].as_str().map(b64_hex)))
+                .flatten();
+            want.insert(e["eventId"].as_str().unwrap().to_string(), job);
+        }
+    }
+    assert_eq!(places.len(), want.len(), "every event id once");
+    let prefix = format!("root/cluster-history/raycluster/ns/c1/{SESSION}/{node}/");
+    for (id, job) in &want {
+        let keys = &places[id];
+        assert_eq!(keys.len(), 1, "{id} in {keys:?}");
+        let dir = match job {
+            Some(j) => format!("{prefix}job_events/{j}/{node}-"),
+            None => format!("{prefix}node_events/{node}-"),
+        };
+        assert!(keys[0].starts_with(&dir) && keys[0].ends_with(".jsonl"), "{} not under {dir}", keys[0]);
+    }
+    assert_eq!(r.events as usize, want.len());
+    assert!(m.metrics.event_duplicates.load(Relaxed) > 0);
+    // A crash before the cursor was saved: the same flush again writes the same keys.
+    let before: Vec<String> = got.keys().cloned().collect();
+    lock(&m.state).events = None;
+    m.seen = Default::default();
+    m.round(false).await;
+    let after: Vec<String> = objects(&store).await.keys().cloned().collect();
+    assert_eq!(before, after);
+    let _ = std::fs::remove_dir_all(&dir);
+}
