@@ -7,6 +7,7 @@
 pub mod check_config;
 pub mod health;
 pub mod parse;
+pub mod remote;
 pub mod ship;
 pub mod trace;
 
@@ -49,7 +50,8 @@ pub enum Format {
 #[command(next_help_heading = "Input")]
 pub struct InputArgs {
     /// Ray temp roots (/tmp/ray), session dirs, logs dirs, files, .gz files,
-    /// .tar/.tar.gz/.tgz archives, or `-` for stdin.
+    /// .tar/.tar.gz/.tgz archives, `-` for stdin, or a bucket in the KubeRay History
+    /// Server's layout: s3://bucket/[root/]cluster-history/… (also gs://, az://).
     #[arg(value_name = "PATH", default_value = "/tmp/ray")]
     pub paths: Vec<PathBuf>,
 
@@ -165,9 +167,18 @@ impl FilterArgs {
 /// Runs the command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Parse(a) => parse::run(a),
-        Command::Trace(a) => trace::run(a),
-        Command::Health(a) => health::run(a),
+        Command::Parse(mut a) => {
+            let _fetched = remote::localize(&mut a.input.paths)?;
+            parse::run(a)
+        }
+        Command::Trace(mut a) => {
+            let _fetched = remote::localize(&mut a.input.paths)?;
+            trace::run(a)
+        }
+        Command::Health(mut a) => {
+            let _fetched = remote::localize(&mut a.input.paths)?;
+            health::run(a)
+        }
         Command::Ship(a) => ship::run(a),
         Command::CheckConfig(a) => check_config::run(a),
     }

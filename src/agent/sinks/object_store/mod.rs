@@ -187,6 +187,9 @@ impl Mirror {
         self.apply(plan.actions, &mut r).await;
         self.markers(&found, &mut r).await;
         self.events(&mut r).await;
+        if r.failures > 1 {
+            tracing::warn!(sink = %self.cfg.name, failures = r.failures, "object store: writes failed this round (the first is logged above); retried next round");
+        }
         let mut s = lock(&self.state);
         s.nodes = self.nodes.clone().into_iter().collect();
         if let Err(e) = s.save() {
@@ -245,7 +248,7 @@ impl Mirror {
         let (store, state) = (&self.store, &self.state);
         let mut running = futures_util::stream::iter(uploads.into_iter().filter_map(|a| match a {
             Action::Upload { path, key, held } => Some(async move {
-                let out = store.upload_file(&path, &key, held.size, state).await;
+                let out = store.upload_file(&path, &key, held, state).await;
                 (key, held, out)
             }),
             Action::Copy { .. } => None,
@@ -273,10 +276,14 @@ impl Mirror {
         lock(&self.state).objects.retain(|_, h| live.contains(&(h.dev, h.ino, h.born)));
     }
 
+    /// Counts a failed write; logs the round's first (a store that is down fails
+    /// every write: one line says it, the round's summary counts the rest).
     fn failed(&self, e: &WriteError, r: &mut Round) {
         r.failures += 1;
         self.metrics.failures.fetch_add(1, Relaxed);
-        tracing::warn!(sink = %self.cfg.name, error = %e, "object store: a write failed; retried next round");
+        if r.failures == 1 {
+            tracing::warn!(sink = %self.cfg.name, error = %e, "object store: a write failed; retried next round");
+        }
     }
 
     /// The head writes each session's marker once.

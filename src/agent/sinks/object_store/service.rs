@@ -13,7 +13,12 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::io::AsyncReadExt;
 
 use super::config::{Backend, ObjectStoreConfig};
-use super::state::{Pending, State};
+use super::state::{Held, Pending, State};
+
+/// The user metadata key of a file's mtime (ns since the epoch); S3 sends it as
+/// `x-amz-meta-raylog-mtime-ns`. Multipart uploads carry none (`object_store`'s
+/// multipart API takes no attributes): their objects' own time stands in.
+pub const MTIME: &str = "raylog-mtime-ns";
 
 /// Uploads under way at once.
 pub const CONCURRENCY: usize = 4;
@@ -30,7 +35,7 @@ pub struct Store {
 /// Why a write failed: the key, and the store's own words.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    #[error("{key}: {source}")]
+    #[error("{key}: {}", brief(source))]
     Store { key: String, source: object_store::Error },
     #[error("{path}: {source}")]
     Read { path: String, source: std::io::Error },
@@ -98,6 +103,17 @@ impl Store {
         Ok(())
     }
 
+    /// A file's bytes, with its mtime as user metadata ([`MTIME`]): `raylog parse
+    /// s3://…` gives the fetched copy that mtime, so a record with no time of its own
+    /// gets the time it gets on the node.
+    async fn put_file(&self, key: &str, bytes: Vec<u8>, mtime_ns: i64) -> Result<(), WriteError> {
+        let err = |source| WriteError::Store { key: key.to_string(), source };
+        let mut opts = object_store::PutOptions::default();
+        opts.attributes.insert(object_store::Attribute::Metadata(MTIME.into()), mtime_ns.to_string().into());
+        self.objects.put_opts(&Key::from(key), PutPayload::from(bytes), opts).await.map_err(err)?;
+        Ok(())
+    }
+
     pub async fn copy(&self, from: &str, to: &str) -> Result<(), WriteError> {
         let err = |source| WriteError::Store { key: format!("{from} → {to}"), source };
         self.objects.copy(&Key::from(from), &Key::from(to)).await.map_err(err)
@@ -122,15 +138,16 @@ impl Store {
         &self,
         path: &std::path::Path,
         key: &str,
-        size: u64,
+        held: Held,
         state: &Mutex<State>,
     ) -> Result<u64, WriteError> {
+        let size = held.size;
         let shown = || path.display().to_string();
         let mut f = tokio::fs::File::open(path).await.map_err(|source| WriteError::Read { path: shown(), source })?;
         let part = PART.max(size.div_ceil(9_000));
         if size <= part {
             let buf = read_part(&mut f, size, path).await?;
-            self.put(key, buf).await?;
+            self.put_file(key, buf, held.mtime_ns).await?;
             return Ok(size);
         }
         let k = Key::from(key);
@@ -190,6 +207,26 @@ async fn read_part(f: &mut tokio::fs::File, n: u64, path: &std::path::Path) -> R
         return Err(WriteError::Shrank { path: path.display().to_string() });
     }
     Ok(buf)
+}
+
+/// A store error in one line: the status and the store's code and message where
+/// its answer has them (`object_store` repeats the whole answer once per layer),
+/// and what to check.
+pub fn brief(e: &object_store::Error) -> String {
+    let text = e.to_string();
+    let between = |a: &str, b: &str| text.split_once(a).and_then(|(_, r)| r.split_once(b)).map(|(m, _)| m.to_string());
+    let status = text.split_once("status code: ").map(|(_, r)| r.split(':').next().unwrap_or("").trim().to_string());
+    let hint = match e {
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            " (check the credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity or the instance role, and the bucket's policy)"
+        }
+        _ if text.contains("NoSuchBucket") => " (create the bucket, or fix the URL's bucket name)",
+        _ => "",
+    };
+    match (status, between("<Code>", "</Code>"), between("<Message>", "</Message>")) {
+        (Some(s), Some(c), Some(m)) => format!("{s}: {c}: {m}{hint}"),
+        _ => format!("{}{hint}", text.lines().next().unwrap_or("").chars().take(400).collect::<String>()),
+    }
 }
 
 pub fn lock(s: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
