@@ -167,14 +167,14 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
         None => None,
     };
     if !records {
-        return Ok(run_mirror_only(mirror, signals, events, health, once).await);
+        return run_mirror_only(mirror, signals, events, health, once).await;
     }
     let stages = start(&cfg, once, store, resume, metrics, health)?;
     let (dead, metrics) = (stages.dead.clone(), stages.metrics.clone());
     let end = wait(stages, signals, cfg.retry.shutdown_grace).await?;
     if let Some((stop, task)) = mirror {
         let _ = stop.send(true);
-        let _ = task.await;
+        mirror_outcome(task.await.ok().flatten(), once)?;
     }
     if let Some(ev) = &events {
         ev.stop();
@@ -192,7 +192,7 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
     Ok(Outcome { signal, read_everything: end.read_everything, undelivered })
 }
 
-type MirrorTask = (watch::Sender<bool>, JoinHandle<()>);
+type MirrorTask = (watch::Sender<bool>, JoinHandle<Option<u64>>);
 
 /// Starts the object-store sink's rounds (see `sinks::object_store`).
 fn start_mirror(
@@ -223,26 +223,44 @@ async fn run_mirror_only(
     events: Option<crate::agent::events::Events>,
     health: Arc<Health>,
     once: bool,
-) -> Outcome {
-    let Some((stop, mut task)) = mirror else { return Outcome { signal: None, read_everything: true, undelivered: 0 } };
+) -> Result<Outcome> {
+    let Some((stop, mut task)) = mirror else {
+        return Ok(Outcome { signal: None, read_everything: true, undelivered: 0 });
+    };
     health.ready.store(true, Relaxed);
     let mut signal = None;
-    let done = tokio::select! {
-        _ = &mut task, if once => true,
-        s = signals.recv() => { signal = s; false }
+    let mut last = None;
+    tokio::select! {
+        r = &mut task, if once => last = Some(r.ok().flatten()),
+        s = signals.recv() => signal = s,
     };
-    if !done {
+    if last.is_none() {
         tracing::info!("stopping: the object store's last round runs");
         let _ = stop.send(true);
         tokio::select! {
-            _ = &mut task => {}
+            r = &mut task => last = Some(r.ok().flatten()),
             s = signals.recv() => tracing::warn!(signal = ?s.map(|s| s.name()), "second signal: not waiting for the last round"),
         }
     }
     if let Some(ev) = &events {
         ev.stop();
     }
-    Outcome { signal, read_everything: done || !once, undelivered: 0 }
+    mirror_outcome(last.flatten(), once)?;
+    Ok(Outcome { signal, read_everything: signal.is_none(), undelivered: 0 })
+}
+
+/// With `--once`, a last round that left writes undone is an error (the exit code
+/// says the bucket is not complete); a service's stop only logs it.
+fn mirror_outcome(failures: Option<u64>, once: bool) -> Result<()> {
+    match failures {
+        Some(n) if n > 0 && once => {
+            anyhow::bail!(
+                "{n} write(s) to the object store failed (the first is logged above); run again to upload the rest"
+            )
+        }
+        None if once => anyhow::bail!("the object store's round did not finish"),
+        _ => Ok(()),
+    }
 }
 
 /// Starts the sinks, the ack tracker and the reader (with its file watch).

@@ -57,6 +57,15 @@ impl Capture {
         v
     }
 
+    /// Every event of every forwarded post, in order.
+    pub fn events(&self) -> Vec<Value> {
+        let mut v = vec![];
+        for b in self.bodies.lock().unwrap().iter() {
+            v.extend(serde_json::from_slice::<Vec<Value>>(b).unwrap_or_default());
+        }
+        v
+    }
+
     pub fn posts(&self) -> usize {
         self.bodies.lock().unwrap().len()
     }

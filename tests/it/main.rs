@@ -4,6 +4,8 @@
 //! configuration reference checked against the code.
 
 mod alerts;
+mod bucket;
+mod bucket_live;
 mod cli;
 mod config_reference;
 mod events;

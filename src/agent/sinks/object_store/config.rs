@@ -26,7 +26,8 @@ pub struct ObjectStoreRaw {
     /// `s3://bucket[/root]`, `gs://bucket[/root]` or `az://container[/root]`; the root
     /// is the History Server's `STORAGE_ROOT_DIR`.
     pub url: Option<String>,
-    /// An S3-compatible server's URL (MinIO, SeaweedFS, Ceph...).
+    /// An S3-compatible server's URL (MinIO, SeaweedFS, Ceph...). Default
+    /// `$S3_ENDPOINT`, else `$AWS_ENDPOINT_URL`; an `http://` one is allowed.
     pub endpoint: Option<String>,
     /// The S3 region. Default `$S3_REGION`, `$AWS_REGION`, else `us-east-1`.
     pub region: Option<String>,
@@ -124,8 +125,12 @@ impl ObjectStoreRaw {
             p.add(&format!("{key}.url"), e);
             (Backend::S3, String::new(), String::new())
         });
-        let endpoint = self.endpoint.clone().or_else(|| env.storage("s3Endpoint", "S3_ENDPOINT"));
-        let insecure = env.storage("s3DisableSSL", "S3DISABLE_SSL").is_some_and(|v| v == "true");
+        let endpoint = (self.endpoint.clone())
+            .or_else(|| env.storage("s3Endpoint", "S3_ENDPOINT"))
+            .or_else(|| env.var("AWS_ENDPOINT_URL"))
+            .or_else(|| env.var("AWS_ENDPOINT"));
+        let insecure = env.storage("s3DisableSSL", "S3DISABLE_SSL").is_some_and(|v| v == "true")
+            || env.var("AWS_ALLOW_HTTP").is_some_and(|v| v == "true");
         let allow_http = insecure || endpoint.as_deref().is_some_and(|e| e.starts_with("http://"));
         let endpoint = endpoint.map(|e| {
             if e.contains("://") {

@@ -147,8 +147,15 @@ impl Mirror {
         State::load(state_dir, name).events_cursor()
     }
 
-    /// Runs rounds until `stop`, then a last one; with `once`, only the last one.
-    pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>, once: bool, grace: Duration) {
+    /// Runs rounds until `stop`, then a last one within `grace`; with `once`, only
+    /// the last one, for as long as it takes. Returns the writes that failed in the
+    /// last round (`None`: it did not finish in time).
+    pub async fn run(
+        mut self,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+        once: bool,
+        grace: Duration,
+    ) -> Option<u64> {
         self.store.abort_left(&self.state).await;
         let tick = self.cfg.upload_interval.min(Duration::from_secs(10));
         while !once && !*stop.borrow() {
@@ -158,12 +165,15 @@ impl Mirror {
                 _ = stop.changed() => {}
             }
         }
-        match tokio::time::timeout(grace.max(Duration::from_secs(1)), self.round(true)).await {
+        let limit = if once { Duration::from_secs(86_400 * 365) } else { grace.max(Duration::from_secs(1)) };
+        match tokio::time::timeout(limit, self.round(true)).await {
             Ok(r) => {
-                tracing::info!(sink = %self.cfg.name, uploads = r.uploads, copies = r.copies, failures = r.failures, events = r.events, "object store: last round done")
+                tracing::info!(sink = %self.cfg.name, uploads = r.uploads, copies = r.copies, failures = r.failures, events = r.events, "object store: last round done");
+                Some(r.failures)
             }
             Err(_) => {
-                tracing::warn!(sink = %self.cfg.name, "object store: the last round did not finish within retry.shutdown_grace; the next start uploads the rest")
+                tracing::warn!(sink = %self.cfg.name, "object store: the last round did not finish within retry.shutdown_grace; the next start uploads the rest");
+                None
             }
         }
     }
