@@ -47,6 +47,37 @@ RAYCLUSTER_SCHEMA = {
                 "gcsFaultToleranceOptions": {"type": "object"},
                 "managedBy": {"type": "string"},
                 "suspend": {"type": "boolean"},
+                # The History Server's (feature gate RayClusterHistoryServer), as
+                # ray-operator/config/crd/bases/ray.io_rayclusters.yaml has it.
+                "historyServerOptions": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "collectorOptions": {
+                            "type": "object",
+                            "required": ["image"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "image": {"type": "string"},
+                                "imagePullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                                "resources": {"type": "object"},
+                                "env": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["name"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "name": {"type": "string"},
+                                            "value": {"type": "string"},
+                                            "valueFrom": {"type": "object"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
                 "headGroupSpec": {
                     "type": "object",
                     "required": ["template"],
@@ -83,8 +114,30 @@ RAYCLUSTER_SCHEMA = {
 }
 
 
+# What the operator injects into the collector container: the user's env may not
+# set them (ray-operator/controllers/ray/utils/validation.go).
+_INJECTED = {"POD_IP", "FQ_RAY_IP", "RAY_CLUSTER_NAME", "RAY_CLUSTER_NAMESPACE", "RAY_ROLE", "OWNER_KIND",
+             "OWNER_NAME", "EVENTS_PORT"}
+
+
+def collector_errors(doc):
+    """The operator's own checks of collectorOptions (validation.go)."""
+    opts = doc.get("spec", {}).get("historyServerOptions", {}).get("collectorOptions")
+    if opts is None:
+        return []
+    env = {e.get("name"): e for e in opts.get("env", [])}
+    errors = [f"collectorOptions.env sets {n}, which the operator injects" for n in sorted(_INJECTED & env.keys())]
+    backend = env.get("STORAGE_BACKEND", {})
+    if "value" not in backend:
+        errors.append("collectorOptions.env needs STORAGE_BACKEND as a literal value")
+    needs = {"S3": ["S3_REGION"], "GCS": ["GCS_BUCKET"]}.get(str(backend.get("value", "")).upper(), [])
+    errors += [f"STORAGE_BACKEND={backend['value']} needs {n} in collectorOptions.env" for n in needs if n not in env]
+    return errors
+
+
 def raycluster_errors(doc, version):
     errors = [e.message for e in jsonschema.Draft7Validator(RAYCLUSTER_SCHEMA).iter_errors(doc)]
+    errors += collector_errors(doc)
     spec = doc.get("spec", {})
     groups = [("headGroupSpec", spec.get("headGroupSpec", {}))]
     groups += [(f"workerGroupSpecs[{i}]", g) for i, g in enumerate(spec.get("workerGroupSpecs", []))]

@@ -163,7 +163,7 @@ async fn run_async(mut cfg: Config, once: bool) -> Result<Outcome> {
         None => None,
     };
     let mirror = match bucket {
-        Some(b) => Some(start_mirror(&cfg, b, events.as_ref(), &metrics, once)?),
+        Some(b) => Some(start_mirror(&cfg, b, events.as_ref(), &metrics, &health, once)?),
         None => None,
     };
     if !records {
@@ -200,6 +200,7 @@ fn start_mirror(
     b: &ObjectStoreConfig,
     events: Option<&crate::agent::events::Events>,
     metrics: &Arc<Metrics>,
+    health: &Health,
     once: bool,
 ) -> Result<MirrorTask> {
     let store = ObjectStoreClient::build(b)
@@ -211,8 +212,10 @@ fn start_mirror(
     }
     let m = Mirror::new(b.clone(), store, paths, &cfg.source.state_dir, spool, metrics.stage::<ObjectStoreMetrics>());
     let (stop, stopped) = watch::channel(false);
+    let (drain_tx, drains) = mpsc::channel(4);
+    *health.drain.lock().unwrap_or_else(|e| e.into_inner()) = Some(drain_tx);
     tracing::info!(sink = %b.name, bucket = %b.bucket, prefix = %b.layout.prefix(), "mirroring the logs dirs to the object store");
-    Ok((stop, tokio::spawn(m.run(stopped, once, cfg.retry.shutdown_grace))))
+    Ok((stop, tokio::spawn(m.run(stopped, drains, once, cfg.retry.shutdown_grace))))
 }
 
 /// No record sinks: only the events receiver and the object store run, until a

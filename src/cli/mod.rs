@@ -5,6 +5,7 @@
 //! message names the flag that caused it.
 
 pub mod check_config;
+pub mod drain;
 pub mod health;
 pub mod parse;
 pub mod remote;
@@ -34,6 +35,7 @@ pub enum Command {
     Health(health::HealthArgs),
     Ship(ship::ShipArgs),
     CheckConfig(check_config::CheckConfigArgs),
+    Drain(drain::DrainArgs),
 }
 
 /// Output formats of `parse`.
@@ -181,5 +183,6 @@ pub fn run(cli: Cli) -> Result<u8> {
         }
         Command::Ship(a) => ship::run(a),
         Command::CheckConfig(a) => check_config::run(a),
+        Command::Drain(a) => drain::run(a),
     }
 }

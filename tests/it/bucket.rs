@@ -200,11 +200,20 @@ pub fn node_files(ray: &Path) -> BTreeMap<(String, String), Vec<u8>> {
     out
 }
 
-/// The node id raylet printed (`Setting node ID node_id=<hex>`), read here.
+/// The node id raylet printed (`Setting node ID node_id=<hex>`) in `raylet.out` or
+/// a rotated copy of it, read here.
 pub fn raylet_node_id(logs: &Path) -> String {
-    let text = std::fs::read_to_string(logs.join("raylet.out")).unwrap();
-    let at = text.find("Setting node ID node_id=").expect("raylet announces its node id") + 24;
-    text[at..at + 56].to_string()
+    for e in std::fs::read_dir(logs).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("raylet.") && name.contains("out")) {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()).into_owned();
+        if let Some(at) = text.find("Setting node ID node_id=") {
+            return text[at + 24..at + 80].to_string();
+        }
+    }
+    panic!("raylet announces its node id in no raylet.out of {}", logs.display());
 }
 
 pub fn raylog(args: &[&str], env: &[(&str, String)]) -> std::process::Output {

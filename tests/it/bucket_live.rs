@@ -160,7 +160,10 @@ fn tail(s: &str) -> String {
 /// Every posted event id is in an event object; few are in two.
 fn check_events(objects: &BTreeMap<String, Vec<u8>>, prefix: &str, posted: &[String], failures: &mut Vec<String>) {
     let mut places: BTreeMap<String, usize> = BTreeMap::new();
-    for (k, body) in objects.iter().filter(|(k, _)| k.starts_with(prefix) && k.contains("_events/")) {
+    for (k, body) in objects
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix) && (k.contains("/node_events/") || k.contains("/job_events/")))
+    {
         for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let v: Value = serde_json::from_slice(line).unwrap_or_else(|e| panic!("{k}: a line is not JSON: {e}"));
             *places.entry(v["eventId"].as_str().unwrap_or_default().to_string()).or_default() += 1;

@@ -10,6 +10,7 @@
 //! [`events`] their sections, each sink its own in `sinks/<name>/config.rs`, and
 //! [`values`] the value types and the problem list.
 
+pub mod collector;
 mod effective;
 pub mod events;
 pub mod source;
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::sinks::elasticsearch::config::{EsConfig, EsRaw};
 use crate::agent::sinks::loki::config::{LokiConfig, LokiRaw};
-use crate::agent::sinks::object_store::config::{Env, ObjectStoreConfig, ObjectStoreRaw};
+use crate::agent::sinks::object_store::config::{Env, Node, ObjectStoreConfig, ObjectStoreRaw};
 use crate::agent::sinks::otlp::config::{OtlpConfig, OtlpRaw};
 pub use effective::effective_toml;
 pub use events::{EventsConfig, EventsRaw};
@@ -271,8 +272,9 @@ pub fn load(path: &Path) -> Result<(RawConfig, Config), ConfigError> {
 
 /// Parses and validates config text (`shown` names it in errors).
 pub fn parse(text: &str, shown: &str) -> Result<(RawConfig, Config), ConfigError> {
-    let raw: RawConfig =
+    let mut raw: RawConfig =
         toml::from_str(text).map_err(|e| ConfigError::Syntax { path: shown.to_string(), message: e.to_string() })?;
+    collector(&mut raw);
     let mut p = Problems::default();
     let cfg = validate(&raw, &mut p);
     if p.is_empty() {
@@ -284,10 +286,20 @@ pub fn parse(text: &str, shown: &str) -> Result<(RawConfig, Config), ConfigError
 
 /// The config used when no file is given: read `/tmp/ray`, print to stdout.
 pub fn default_config() -> (RawConfig, Config) {
-    let raw = RawConfig::default();
+    let mut raw = RawConfig::default();
+    collector(&mut raw);
     let mut p = Problems::default();
     let cfg = validate(&raw, &mut p);
     (raw, cfg)
+}
+
+/// The History Server collector's mode, when its environment is set (see [`collector`]).
+fn collector(raw: &mut RawConfig) {
+    if collector::as_collector(raw, &|k| std::env::var(k).ok()) {
+        tracing::info!(
+            "STORAGE_BACKEND and RAY_CLUSTER_NAME are set and the config names no sink: running as the KubeRay History Server's collector (an object_store sink from the environment, Ray's events on EVENTS_PORT, state in /tmp/ray/raylog)"
+        );
+    }
 }
 
 fn validate(raw: &RawConfig, p: &mut Problems) -> Config {
@@ -351,7 +363,8 @@ fn validate_object_stores(raw: &RawConfig, node: &NodeConfig, p: &mut Problems) 
     if stores.len() > 1 {
         p.add(&format!("sinks[{}]", stores[1].0), "only one object_store sink per agent: it mirrors the node, once");
     }
-    stores.iter().map(|(i, o)| o.validate(&format!("sinks[{i}]"), node.cluster.as_deref(), &env, p)).collect()
+    let node = Node { cluster: node.cluster.as_deref(), labels: &node.labels };
+    stores.iter().map(|(i, o)| o.validate(&format!("sinks[{i}]"), node, &env, p)).collect()
 }
 
 fn validate_node(n: &NodeRaw, p: &mut Problems) -> NodeConfig {

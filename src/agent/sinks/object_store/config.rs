@@ -33,17 +33,27 @@ pub struct ObjectStoreRaw {
     pub region: Option<String>,
     /// The RayCluster's namespace. Default `$RAY_CLUSTER_NAMESPACE`, else `default`.
     pub namespace: Option<String>,
-    /// `"head"` (writes the session marker) or `"worker"`. Default `$RAY_ROLE`, else worker.
+    /// `"head"` (writes the session marker) or `"worker"`. Default `$RAY_ROLE`, else
+    /// the pod label `ray.io/node-type` (`[node] labels_file`), else worker.
     pub role: Option<String>,
-    /// `"rayjob"` or `"rayservice"` when one owns the cluster. Default `$OWNER_KIND`.
+    /// `"rayjob"` or `"rayservice"` when one owns the cluster. Default `$OWNER_KIND`,
+    /// else the pod label `ray.io/originated-from-crd`.
     pub owner_kind: Option<String>,
-    /// The RayJob's or RayService's name. Default `$OWNER_NAME`.
+    /// The RayJob's or RayService's name. Default `$OWNER_NAME`, else the pod label
+    /// `ray.io/originated-from-cr-name`.
     pub owner_name: Option<String>,
     /// An active file is uploaded again at most this often when it changed. Default `"1m"`.
     pub upload_interval: Option<DurationValue>,
     /// Past this size an active file is uploaded only at rotation and shutdown.
     /// Default `"256MiB"`.
     pub max_active_upload_bytes: Option<SizeValue>,
+}
+
+/// What `[node]` says of the pod: its cluster, and its labels.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    pub cluster: Option<&'a str>,
+    pub labels: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Which store the URL names.
@@ -119,7 +129,12 @@ impl<'a> Env<'a> {
 }
 
 impl ObjectStoreRaw {
-    pub fn validate(&self, key: &str, cluster: Option<&str>, env: &Env<'_>, p: &mut Problems) -> ObjectStoreConfig {
+    /// `node` gives the cluster's name and, in a pod with the downward-API labels
+    /// file, KubeRay's labels: `ray.io/node-type` for the role, and
+    /// `ray.io/originated-from-crd`/`-cr-name` for the owner.
+    pub fn validate(&self, key: &str, node: Node<'_>, env: &Env<'_>, p: &mut Problems) -> ObjectStoreConfig {
+        let label = |k: &str| node.labels.get(k).cloned().filter(|v| !v.is_empty());
+        let cluster = node.cluster;
         let url = self.url.clone().or_else(|| url_from_env(env, key, p)).unwrap_or_default();
         let (backend, bucket, root) = parse_url(&url).unwrap_or_else(|e| {
             p.add(&format!("{key}.url"), e);
@@ -142,7 +157,10 @@ impl ObjectStoreRaw {
         let region =
             self.region.clone().or_else(|| env.storage("s3Region", "S3_REGION")).or_else(|| env.var("AWS_REGION"));
         let virtual_hosted = env.storage("s3ForcePathStyle", "S3FORCE_PATH_STYLE").is_some_and(|v| v == "false");
-        let role = self.role.clone().or_else(|| env.var("RAY_ROLE")).unwrap_or_else(|| "worker".into());
+        let role = (self.role.clone())
+            .or_else(|| env.var("RAY_ROLE"))
+            .or_else(|| label("ray.io/node-type"))
+            .unwrap_or_else(|| "worker".into());
         let head = match role.to_ascii_lowercase().as_str() {
             "head" => true,
             "worker" => false,
@@ -165,7 +183,7 @@ impl ObjectStoreRaw {
                 .clone()
                 .or_else(|| env.var("RAY_CLUSTER_NAMESPACE"))
                 .unwrap_or_else(|| "default".into()),
-            owner: self.owner(key, env, p),
+            owner: self.owner(key, env, &label, p),
             cluster: cluster.to_string(),
         };
         ObjectStoreConfig {
@@ -186,9 +204,18 @@ impl ObjectStoreRaw {
         }
     }
 
-    fn owner(&self, key: &str, env: &Env<'_>, p: &mut Problems) -> Option<(Owner, String)> {
-        let kind = self.owner_kind.clone().or_else(|| env.var("OWNER_KIND"));
-        let name = self.owner_name.clone().or_else(|| env.var("OWNER_NAME"));
+    fn owner(
+        &self,
+        key: &str,
+        env: &Env<'_>,
+        label: &dyn Fn(&str) -> Option<String>,
+        p: &mut Problems,
+    ) -> Option<(Owner, String)> {
+        let kind =
+            (self.owner_kind.clone()).or_else(|| env.var("OWNER_KIND")).or_else(|| label("ray.io/originated-from-crd"));
+        let name = (self.owner_name.clone())
+            .or_else(|| env.var("OWNER_NAME"))
+            .or_else(|| label("ray.io/originated-from-cr-name"));
         let kind = match kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
             None | Some("raycluster") => None,
             Some("rayjob") => Some(Owner::RayJob),
@@ -201,7 +228,7 @@ impl ObjectStoreRaw {
         match (kind, name) {
             (Some(k), Some(n)) => Some(k.named(n)),
             (None, None) => None,
-            (None, Some(_)) if self.owner_kind.is_none() && env.var("OWNER_KIND").is_none() => {
+            (None, Some(_)) if self.owner_name.is_some() => {
                 p.add(&format!("{key}.owner_name"), "needs owner_kind (OWNER_KIND): \"rayjob\" or \"rayservice\"");
                 None
             }

@@ -88,6 +88,9 @@ impl Counters for ObjectStoreMetrics {
     }
 }
 
+/// Drain requests (`POST /drain`): each gets the summary of a last-style round.
+pub type Drains = tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<String>>;
+
 /// One object-store sink at work.
 pub struct Mirror {
     cfg: ObjectStoreConfig,
@@ -153,6 +156,7 @@ impl Mirror {
     pub async fn run(
         mut self,
         mut stop: tokio::sync::watch::Receiver<bool>,
+        mut drain: Drains,
         once: bool,
         grace: Duration,
     ) -> Option<u64> {
@@ -163,6 +167,7 @@ impl Mirror {
             tokio::select! {
                 _ = tokio::time::sleep(tick) => {}
                 _ = stop.changed() => {}
+                Some(reply) = drain.recv() => self.drained(reply).await,
             }
         }
         let limit = if once { Duration::from_secs(86_400 * 365) } else { grace.max(Duration::from_secs(1)) };
@@ -176,6 +181,15 @@ impl Mirror {
                 None
             }
         }
+    }
+
+    /// A pod's preStop (`POST /drain`): everything now, whatever its size; the
+    /// answer is the round's summary.
+    async fn drained(&mut self, reply: tokio::sync::oneshot::Sender<String>) {
+        let r = self.round(true).await;
+        tracing::info!(sink = %self.cfg.name, uploads = r.uploads, copies = r.copies, failures = r.failures, events = r.events, "object store: drained");
+        let (u, c, e, f) = (r.uploads, r.copies, r.events, r.failures);
+        let _ = reply.send(format!("{{\"uploads\":{u},\"copies\":{c},\"events\":{e},\"failures\":{f}}}\n"));
     }
 
     /// One round: logs, events, marker, then the state saved.
@@ -277,6 +291,7 @@ impl Mirror {
                     self.metrics.uploads.fetch_add(1, Relaxed);
                     self.metrics.upload_bytes.fetch_add(bytes, Relaxed);
                 }
+                Err(WriteError::Moved { path }) => tracing::debug!(%path, "rotated before its upload"),
                 Err(e) => self.failed(&e, r),
             }
         }

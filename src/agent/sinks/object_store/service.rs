@@ -41,6 +41,10 @@ pub enum WriteError {
     Read { path: String, source: std::io::Error },
     #[error("{path} shrank while it was uploaded (truncated?); it goes again next round")]
     Shrank { path: String },
+    /// Another file took the name between the round's listing and the upload (a
+    /// rotation): not a failure, the next round sees both where they are now.
+    #[error("{path} was rotated before its upload; it goes next round")]
+    Moved { path: String },
     #[error("{path}: cannot save the upload's id in the state dir: {source}")]
     State { path: String, source: std::io::Error },
 }
@@ -144,6 +148,12 @@ impl Store {
         let size = held.size;
         let shown = || path.display().to_string();
         let mut f = tokio::fs::File::open(path).await.map_err(|source| WriteError::Read { path: shown(), source })?;
+        // The file opened must be the one the round listed: what the object is said
+        // to hold (and what a later copy after a rename relies on) is that file.
+        let md = f.metadata().await.map_err(|source| WriteError::Read { path: shown(), source })?;
+        if !super::mirror::held_of(&md).same_file(&held) {
+            return Err(WriteError::Moved { path: shown() });
+        }
         let part = PART.max(size.div_ceil(9_000));
         if size <= part {
             let buf = read_part(&mut f, size, path).await?;

@@ -298,3 +298,19 @@ async fn rays_events_go_to_node_and_job_keys_once_even_when_posted_twice_or_retr
     assert_eq!(before, after);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_file_rotated_between_listing_and_upload_is_not_uploaded_under_its_old_identity() {
+    let dir = scratch("moved");
+    std::fs::write(dir.join("x"), b"old bytes\n").unwrap();
+    let held = mirror::held_of(&std::fs::metadata(dir.join("x")).unwrap());
+    // Ray rotates: `x` is renamed away and a new `x` (another inode) takes its name.
+    std::fs::rename(dir.join("x"), dir.join("x.1")).unwrap();
+    std::fs::write(dir.join("x"), b"new bytes, longer\n").unwrap();
+    let store = Store::memory();
+    let state = Mutex::new(State::load(&dir, "bucket"));
+    let out = store.upload_file(&dir.join("x"), "k", held, &state).await;
+    assert!(matches!(out, Err(service::WriteError::Moved { .. })), "{out:?}");
+    assert!(objects(&store).await.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
