@@ -68,6 +68,10 @@ pub fn run(a: ShipArgs) -> Result<u8> {
     }
     if let Some(d) = &a.state_dir {
         cfg.source.state_dir = d.clone();
+        // The spool lives in the state dir: it moves with it.
+        if let Some(ev) = &mut cfg.events {
+            ev.spool_dir = d.join("ray_events");
+        }
     }
     let outcome = crate::agent::run::run(cfg, a.once)?;
     Ok(outcome.exit_code(a.once))

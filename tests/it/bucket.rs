@@ -276,6 +276,29 @@ fn a_session_mirrored_to_s3_reads_back_as_the_node_reads() {
     );
     assert_eq!(objects.len(), files.len() + 1, "{:#?}", objects.keys().collect::<Vec<_>>());
 
+    // The History Server collector's way: no config, the operator's environment.
+    let mut env = weed.env().to_vec();
+    for (k, v) in [
+        ("STORAGE_BACKEND", "s3"),
+        ("S3_BUCKET", BUCKET),
+        ("STORAGE_ROOT_DIR", "collector"),
+        ("RAY_CLUSTER_NAME", "rc"),
+        ("RAY_CLUSTER_NAMESPACE", "team"),
+        ("RAY_ROLE", "Head"),
+        ("EVENTS_PORT", "0"),
+    ] {
+        env.push((k, v.to_string()));
+    }
+    let state = dir.join("collector-state");
+    let out = raylog(&["ship", "--once", "--path", ray.to_str().unwrap(), "--state-dir", state.to_str().unwrap()], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let objects = weed.objects();
+    for ((session, rel), bytes) in &files {
+        let key = format!("collector/cluster-history/raycluster/team/rc/{session}/{node}/logs/{rel}");
+        assert_eq!(objects.get(&key), Some(bytes), "{key}");
+    }
+    assert!(objects.contains_key(&format!("collector/cluster-metadata/raycluster/team_rc/{SESSION}")));
+
     // Read back: the same records as the node's own dir gives, in the same order.
     let url = format!("s3://{BUCKET}/hs/cluster-history/rayjob/ns/job1/c1");
     let remote = raylog(&["parse", "--quiet", &url], &weed.env());

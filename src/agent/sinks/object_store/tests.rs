@@ -314,3 +314,71 @@ async fn a_file_rotated_between_listing_and_upload_is_not_uploaded_under_its_old
     assert!(objects(&store).await.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The planner's bytes per hour for one log growing 1 MB/s with the defaults, Ray's
+/// rotation at 512 MiB (`RAY_ROTATION_MAX_BYTES`) and 5 backups: the rounds run on
+/// virtual time, each planned write counted as done. The figure (README, "Logs that
+/// outlive the pod") is printed; the bound is what the policy allows: each active
+/// upload is at most `max_active_upload_bytes`, one every `upload_interval`, plus
+/// each rotated file once.
+#[test]
+fn bytes_uploaded_per_hour_for_a_log_growing_1_mb_per_second() {
+    let (rate, rotate_at, backups) = (1_000_000u64, 512u64 << 20, 5u64);
+    let k = mirror::Knobs { upload_interval: Duration::from_secs(60), max_active_upload_bytes: 256 << 20, last: false };
+    let t0 = std::time::Instant::now();
+    let (mut memo, mut state) = (mirror::Memo::default(), State::default());
+    // Files by name: (inode, size). The active one is "x"; backups "x.1".."x.5".
+    let mut files: Vec<(String, u64, u64)> = vec![("x".into(), 1, 0)];
+    let (mut next_ino, mut uploaded, mut copied, mut written) = (2u64, 0u64, 0u64, 0u64);
+    for round in 1..=360u64 {
+        let now = t0 + Duration::from_secs(round * 10);
+        written += 10 * rate;
+        files[0].2 += 10 * rate;
+        if files[0].2 >= rotate_at {
+            // Ray's rename rotation: x.4 → x.5 … x → x.1, then a new x.
+            let mut renamed: Vec<(String, u64, u64)> = files
+                .iter()
+                .filter_map(|(name, ino, size)| {
+                    let n = if name == "x" { 0 } else { name[2..].parse::<u64>().unwrap() };
+                    (n < backups).then(|| (format!("x.{}", n + 1), *ino, *size))
+                })
+                .collect();
+            renamed.insert(0, ("x".into(), next_ino, 0));
+            next_ino += 1;
+            files = renamed;
+        }
+        let found: Vec<(String, mirror::Found)> = files
+            .iter()
+            .map(|(name, ino, size)| {
+                // A file's mtime is the time of its last write: backups keep theirs.
+                let held = state::Held { dev: 1, ino: *ino, born: 7, size: *size, mtime_ns: (*size / rate) as i64 + *ino as i64 * 1_000_000 };
+                let f = mirror::Found { path: name.into(), session: "s".into(), rel: name.clone(), held, backup: name != "x" };
+                (name.clone(), f)
+            })
+            .collect();
+        let plan = memo.plan(&found, &state, now, k, round);
+        for a in plan.actions {
+            match a {
+                mirror::Action::Upload { key, held, .. } => {
+                    uploaded += held.size;
+                    state.objects.insert(key, held);
+                }
+                mirror::Action::Copy { to, held, .. } => {
+                    copied += 1;
+                    state.objects.insert(to, held);
+                }
+            }
+        }
+    }
+    let ratio = uploaded as f64 / written as f64;
+    eprintln!(
+        "1 MB/s for an hour: {:.2} GB written, {:.2} GB uploaded ({ratio:.2}x), {copied} server-side copies",
+        written as f64 / 1e9,
+        uploaded as f64 / 1e9
+    );
+    // Per rotation cycle: at most four active uploads under 256 MiB (one a minute)
+    // plus the rotated file once; an hour holds under seven cycles.
+    let cycle = 4 * (256u64 << 20) + rotate_at;
+    assert!(uploaded <= 7 * cycle, "{uploaded} bytes uploaded");
+    assert!(copied > 0, "rotations should be followed by copies");
+}
