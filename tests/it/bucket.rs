@@ -290,7 +290,8 @@ fn a_session_mirrored_to_s3_reads_back_as_the_node_reads() {
         env.push((k, v.to_string()));
     }
     let state = dir.join("collector-state");
-    let out = raylog(&["ship", "--once", "--path", ray.to_str().unwrap(), "--state-dir", state.to_str().unwrap()], &env);
+    let out =
+        raylog(&["ship", "--once", "--path", ray.to_str().unwrap(), "--state-dir", state.to_str().unwrap()], &env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let objects = weed.objects();
     for ((session, rel), bytes) in &files {

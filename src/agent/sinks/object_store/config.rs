@@ -42,6 +42,9 @@ pub struct ObjectStoreRaw {
     /// The RayJob's or RayService's name. Default `$OWNER_NAME`, else the pod label
     /// `ray.io/originated-from-cr-name`.
     pub owner_name: Option<String>,
+    /// The node's id (hex), for every session; default: what each session's raylet
+    /// announces in `raylet.out` (`Setting node ID node_id=…`).
+    pub node_id: Option<String>,
     /// An active file is uploaded again at most this often when it changed. Default `"1m"`.
     pub upload_interval: Option<DurationValue>,
     /// Past this size an active file is uploaded only at rotation and shutdown.
@@ -79,6 +82,8 @@ pub struct ObjectStoreConfig {
     pub allow_http: bool,
     pub azure_account_url: Option<String>,
     pub layout: Layout,
+    /// `node_id`, lowercase hex.
+    pub node_id: Option<String>,
     /// The head writes the session marker.
     pub head: bool,
     pub upload_interval: Duration,
@@ -196,6 +201,16 @@ impl ObjectStoreRaw {
             allow_http,
             azure_account_url: env.storage("azureAccountURL", "AZURE_STORAGE_ACCOUNT_URL"),
             layout,
+            node_id: self.node_id.as_deref().and_then(|n| {
+                let hex = super::encode::hex_id(n).filter(|h| h.len() == 56 && n.len() == 56);
+                if hex.is_none() {
+                    p.add(
+                        &format!("{key}.node_id"),
+                        format!("{n:?} is not a node id (56 hex digits, as raylet.out prints it)"),
+                    );
+                }
+                hex
+            }),
             head,
             upload_interval: (self.upload_interval.as_ref())
                 .map_or(60 * SEC, |v| v.get(&format!("{key}.upload_interval"), SEC..=24 * HOUR, p)),

@@ -105,6 +105,8 @@ pub struct Mirror {
     metrics: Arc<ObjectStoreMetrics>,
     round: u64,
     logged_wait: bool,
+    /// Logs dirs whose node id is unknown, logged once.
+    unnamed: std::collections::HashSet<PathBuf>,
 }
 
 /// What a round did.
@@ -142,6 +144,7 @@ impl Mirror {
             metrics,
             round: 0,
             logged_wait: false,
+            unnamed: Default::default(),
         }
     }
 
@@ -226,24 +229,32 @@ impl Mirror {
     async fn list(&mut self) -> Vec<(String, mirror::Found)> {
         let paths = self.paths.clone();
         let known: HashMap<String, String> = self.nodes.clone();
-        let (found, nodes) = tokio::task::spawn_blocking(move || {
-            let mut nodes = known;
-            let mut found = vec![];
+        let fixed = self.cfg.node_id.clone();
+        let (found, nodes, waiting) = tokio::task::spawn_blocking(move || {
+            let (mut nodes, mut found, mut waiting) = (known, vec![], vec![]);
             for dir in mirror::logs_dirs(&paths) {
                 if !nodes.contains_key(&dir.session) {
-                    match mirror::node_of(&dir.path) {
+                    match fixed.clone().or_else(|| mirror::node_of(&dir.path)) {
                         Some(n) => {
                             nodes.insert(dir.session.clone(), n);
                         }
-                        None => continue,
+                        None => {
+                            waiting.push(dir.path.clone());
+                            continue;
+                        }
                     }
                 }
                 mirror::walk(&dir, &mut found);
             }
-            (found, nodes)
+            (found, nodes, waiting)
         })
         .await
         .unwrap_or_default();
+        for w in waiting {
+            if self.unnamed.insert(w.clone()) {
+                tracing::warn!(logs = %w.display(), "object store: this session's raylet.out has not announced its node id yet (\"Setting node ID\"); its logs wait for it (or set node_id)");
+            }
+        }
         if nodes.len() != self.nodes.len() {
             for (s, n) in nodes.iter().filter(|(s, _)| !self.nodes.contains_key(*s)) {
                 tracing::info!(session = %s, node = %n, "object store: mirroring a session's logs");

@@ -62,6 +62,7 @@ fn config(head: bool) -> ObjectStoreConfig {
         allow_http: false,
         azure_account_url: None,
         layout: Layout { root: "root".into(), namespace: "ns".into(), owner: None, cluster: "c1".into() },
+        node_id: None,
         head,
         upload_interval: Duration::from_secs(60),
         max_active_upload_bytes: 256 << 20,
@@ -351,8 +352,20 @@ fn bytes_uploaded_per_hour_for_a_log_growing_1_mb_per_second() {
             .iter()
             .map(|(name, ino, size)| {
                 // A file's mtime is the time of its last write: backups keep theirs.
-                let held = state::Held { dev: 1, ino: *ino, born: 7, size: *size, mtime_ns: (*size / rate) as i64 + *ino as i64 * 1_000_000 };
-                let f = mirror::Found { path: name.into(), session: "s".into(), rel: name.clone(), held, backup: name != "x" };
+                let held = state::Held {
+                    dev: 1,
+                    ino: *ino,
+                    born: 7,
+                    size: *size,
+                    mtime_ns: (*size / rate) as i64 + *ino as i64 * 1_000_000,
+                };
+                let f = mirror::Found {
+                    path: name.into(),
+                    session: "s".into(),
+                    rel: name.clone(),
+                    held,
+                    backup: name != "x",
+                };
                 (name.clone(), f)
             })
             .collect();
