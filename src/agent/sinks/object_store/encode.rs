@@ -129,6 +129,9 @@ pub struct EventPlace {
     /// `YYYY-MM-DD-HH` of its `timestamp` (UTC, as Ray writes it).
     pub hour: String,
     pub event_id: Option<String>,
+    /// The node the event names (`nodeId`, hex), for a session whose logs this
+    /// node does not mirror.
+    pub node: Option<String>,
 }
 
 /// Where `event` goes, or why it cannot go anywhere.
@@ -144,7 +147,8 @@ pub fn place(event: &serde_json::Value) -> Result<EventPlace, &'static str> {
         .flatten()
         .filter(|j| safe(j));
     let event_id = event["eventId"].as_str().map(str::to_string);
-    Ok(EventPlace { session: session.to_string(), job, hour, event_id })
+    let node = event["nodeId"].as_str().and_then(hex_id).filter(|n| safe(n));
+    Ok(EventPlace { session: session.to_string(), job, hour, event_id, node })
 }
 
 /// A name the reader accepts as one path segment (`^[A-Za-z0-9._-]+$`, not `.`/`..`).

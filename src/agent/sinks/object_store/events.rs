@@ -40,12 +40,13 @@ pub struct Flush {
     pub duplicates: u64,
     /// Events with no session or time: logged and counted, not written.
     pub unplaceable: u64,
-    /// Sessions whose node is not known yet: the flush stops before their first event.
+    /// A session whose node is not known yet, for an event that names none: the
+    /// flush stops before it.
     pub waiting: Option<String>,
 }
 
-/// (session, job, hour) → (the `<n>` of its key, its lines, how many events).
-type Groups = BTreeMap<(String, Option<String>, String), (u64, Vec<u8>, u64)>;
+/// (session, node, job, hour) → (the `<n>` of its key, its lines, how many events).
+type Groups = BTreeMap<(String, String, Option<String>, String), (u64, Vec<u8>, u64)>;
 
 /// Event ids seen, for Ray's re-posts.
 #[derive(Debug, Default)]
@@ -125,8 +126,8 @@ pub fn read(
         }
     }
     out.groups = (groups.into_iter())
-        .map(|((session, job, hour), (n, body, events))| Group {
-            key: layout.events(&session, &node(&session).unwrap_or_default(), job.as_deref(), &hour, n),
+        .map(|((session, node, job, hour), (n, body, events))| Group {
+            key: layout.events(&session, &node, job.as_deref(), &hour, n),
             body,
             events,
         })
@@ -154,13 +155,13 @@ fn file_event(
     let (Some(_), Some(event)) = (wrapper(line), event) else { return Filed::Unplaceable };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(event) else { return Filed::Unplaceable };
     let Ok(p) = place(&v) else { return Filed::Unplaceable };
-    if node(&p.session).is_none() {
-        return Filed::Waiting(p.session);
-    }
+    // The node of the session's logs (the History Server reads a node's events
+    // beside its logs), else the one the event names.
+    let Some(node) = node(&p.session).or(p.node) else { return Filed::Waiting(p.session) };
     if p.event_id.as_deref().is_some_and(|id| seen.repeat(id, pos, now)) {
         return Filed::Duplicate;
     }
-    let g = groups.entry((p.session, p.job, p.hour)).or_insert_with(|| (number(pos), vec![], 0));
+    let g = groups.entry((p.session, node, p.job, p.hour)).or_insert_with(|| (number(pos), vec![], 0));
     g.1.extend_from_slice(event.as_bytes());
     g.1.push(b'\n');
     g.2 += 1;

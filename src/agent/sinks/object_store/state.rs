@@ -65,6 +65,9 @@ pub struct State {
     pub events: Option<(u64, u64)>,
     #[serde(skip)]
     path: PathBuf,
+    /// A hash of what was last written: a round that changed nothing writes nothing.
+    #[serde(skip)]
+    saved: Option<u64>,
 }
 
 impl State {
@@ -91,17 +94,24 @@ impl State {
         self.events.map_or(Cursor { seq: 0, offset: 0 }, |(seq, offset)| Cursor { seq, offset })
     }
 
-    /// Writes the state durably.
+    /// Writes the state durably, unless it is what was last written.
     pub fn save(&mut self) -> std::io::Result<()> {
         self.version = VERSION;
+        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        let hash = crate::agent::fnv::hash64(&bytes);
+        if self.saved == Some(hash) {
+            return Ok(());
+        }
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         let tmp = self.path.with_extension("json.tmp");
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
+        f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &self.path)?;
-        std::fs::File::open(dir)?.sync_all()
+        std::fs::File::open(dir)?.sync_all()?;
+        self.saved = Some(hash);
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {

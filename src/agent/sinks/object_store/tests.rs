@@ -395,3 +395,19 @@ fn bytes_uploaded_per_hour_for_a_log_growing_1_mb_per_second() {
     assert!(uploaded <= 7 * cycle, "{uploaded} bytes uploaded");
     assert!(copied > 0, "rotations should be followed by copies");
 }
+
+#[tokio::test]
+async fn events_of_a_session_whose_logs_are_not_here_go_under_the_node_they_name() {
+    let dir = scratch("events-alone");
+    let store = Store::memory();
+    let spool = spool_posts(&dir.join("spool"), &posts());
+    // No logs dir at all: the events' own nodeId names the node.
+    let mut m = mirror(&store, &dir.join("no-ray"), &dir.join("state"), false, Some(spool));
+    let r = m.round(false).await;
+    let got = objects(&store).await;
+    let node = node_from_posts();
+    assert!(r.events > 0);
+    let prefix = format!("root/cluster-history/raycluster/ns/c1/{SESSION}/{node}/");
+    assert!(got.keys().all(|k| k.starts_with(&prefix)), "{:?}", got.keys().collect::<Vec<_>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}
