@@ -45,7 +45,8 @@ pub struct ObjectStoreRaw {
     /// The node's id (hex), for every session; default: what each session's raylet
     /// announces in `raylet.out` (`Setting node ID node_id=…`).
     pub node_id: Option<String>,
-    /// An active file is uploaded again at most this often when it changed. Default `"1m"`.
+    /// An active file is uploaded again at most this often when it changed. Default
+    /// `$PUSH_INTERVAL` (the collector's, which it parses and never uses), else `"1m"`.
     pub upload_interval: Option<DurationValue>,
     /// Past this size an active file is uploaded only at rotation and shutdown.
     /// Default `"256MiB"`.
@@ -212,7 +213,8 @@ impl ObjectStoreRaw {
                 hex
             }),
             head,
-            upload_interval: (self.upload_interval.as_ref())
+            upload_interval: (self.upload_interval.clone())
+                .or_else(|| env.var("PUSH_INTERVAL").map(DurationValue::Text))
                 .map_or(60 * SEC, |v| v.get(&format!("{key}.upload_interval"), SEC..=24 * HOUR, p)),
             max_active_upload_bytes: (self.max_active_upload_bytes.as_ref())
                 .map_or(256 << 20, |v| v.get(&format!("{key}.max_active_upload_bytes"), 0..=1 << 40, p)),
