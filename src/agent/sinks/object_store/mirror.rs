@@ -47,6 +47,8 @@ pub struct LogsDir {
 pub fn logs_dirs(paths: &[PathBuf]) -> Vec<LogsDir> {
     let mut out = vec![];
     for p in paths {
+        // `session_latest` (a link) names no session: its target does.
+        let p = &std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let parent = p.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str()).unwrap_or("");
         if name == "logs" && parent.starts_with("session_") {

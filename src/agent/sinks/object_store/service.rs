@@ -89,6 +89,18 @@ impl Store {
                 if let Some(u) = &c.azure_account_url {
                     b = b.with_endpoint(u.clone());
                 }
+                // The collector's AZURE_STORAGE_CONNECTION_STRING, which object_store
+                // does not read itself: its account, key and endpoint.
+                if let Ok(cs) = std::env::var("AZURE_STORAGE_CONNECTION_STRING") {
+                    for (k, v) in cs.split(';').filter_map(|kv| kv.split_once('=')) {
+                        b = match k.trim() {
+                            "AccountName" => b.with_account(v),
+                            "AccountKey" => b.with_access_key(v),
+                            "BlobEndpoint" => b.with_endpoint(v.to_string()),
+                            _ => b,
+                        };
+                    }
+                }
                 let s = Arc::new(b.build()?);
                 Ok(Store { objects: s.clone(), multipart: s })
             }

@@ -411,3 +411,19 @@ async fn events_of_a_session_whose_logs_are_not_here_go_under_the_node_they_name
     assert!(got.keys().all(|k| k.starts_with(&prefix)), "{:?}", got.keys().collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn session_latest_names_its_target_session() {
+    let dir = scratch("latest");
+    let logs = session_copy(&dir.join("ray"));
+    std::os::unix::fs::symlink(dir.join("ray").join(SESSION), dir.join("ray").join("session_latest")).unwrap();
+    let want = vec![mirror::LogsDir { session: SESSION.into(), path: std::fs::canonicalize(&logs).unwrap() }];
+    for p in [dir.join("ray"), dir.join("ray/session_latest"), dir.join("ray/session_latest/logs")] {
+        let got = mirror::logs_dirs(&[p.clone()]);
+        assert_eq!(got.iter().map(|d| &d.session).collect::<Vec<_>>(), vec![SESSION], "{}", p.display());
+        if p.ends_with("logs") {
+            assert_eq!(got, want);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
