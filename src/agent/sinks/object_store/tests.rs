@@ -419,7 +419,7 @@ fn session_latest_names_its_target_session() {
     std::os::unix::fs::symlink(dir.join("ray").join(SESSION), dir.join("ray").join("session_latest")).unwrap();
     let want = vec![mirror::LogsDir { session: SESSION.into(), path: std::fs::canonicalize(&logs).unwrap() }];
     for p in [dir.join("ray"), dir.join("ray/session_latest"), dir.join("ray/session_latest/logs")] {
-        let got = mirror::logs_dirs(&[p.clone()]);
+        let got = mirror::logs_dirs(std::slice::from_ref(&p));
         assert_eq!(got.iter().map(|d| &d.session).collect::<Vec<_>>(), vec![SESSION], "{}", p.display());
         if p.ends_with("logs") {
             assert_eq!(got, want);
