@@ -105,8 +105,8 @@ pub struct Mirror {
     metrics: Arc<ObjectStoreMetrics>,
     round: u64,
     logged_wait: bool,
-    /// Logs dirs whose node id is unknown, logged once.
-    unnamed: std::collections::HashSet<PathBuf>,
+    /// Logs dirs whose node id is unknown: since when, and whether that was logged.
+    unnamed: HashMap<PathBuf, (Instant, bool)>,
 }
 
 /// What a round did.
@@ -250,9 +250,13 @@ impl Mirror {
         })
         .await
         .unwrap_or_default();
+        // A session just started waits a moment for raylet's first lines: only a
+        // wait past a minute is worth a warning (once).
         for w in waiting {
-            if self.unnamed.insert(w.clone()) {
-                tracing::warn!(logs = %w.display(), "object store: this session's raylet.out has not announced its node id yet (\"Setting node ID\"); its logs wait for it (or set node_id)");
+            let since = *self.unnamed.entry(w.clone()).or_insert((Instant::now(), false));
+            if since.0.elapsed() > Duration::from_secs(60) && !since.1 {
+                self.unnamed.insert(w.clone(), (since.0, true));
+                tracing::warn!(logs = %w.display(), "object store: this session's raylet.out has not announced its node id for a minute (\"Setting node ID\"); its logs wait for it (or set node_id)");
             }
         }
         if nodes.len() != self.nodes.len() {
