@@ -245,7 +245,7 @@ fn a_session_mirrored_to_s3_reads_back_as_the_node_reads() {
         format!(
             "[source]\npaths = [\"{}\"]\nstate_dir = \"{}\"\n[node]\ncluster = \"c1\"\n\
              [[sinks]]\ntype = \"object_store\"\nurl = \"s3://{BUCKET}/hs\"\nnamespace = \"ns\"\nrole = \"head\"\n\
-             owner_kind = \"RayJob\"\nowner_name = \"job1\"\n",
+             owner_kind = \"RayJob\"\nowner_name = \"job1\"\n[api]\naddress = \"\"\n",
             ray.display(),
             dir.join("state").display()
         ),
@@ -290,8 +290,11 @@ fn a_session_mirrored_to_s3_reads_back_as_the_node_reads() {
         env.push((k, v.to_string()));
     }
     let state = dir.join("collector-state");
-    let out =
-        raylog(&["ship", "--once", "--path", ray.to_str().unwrap(), "--state-dir", state.to_str().unwrap()], &env);
+    // A config that names no sink, as the image's (with no api port: tests run at once).
+    let image_like = dir.join("image.toml");
+    std::fs::write(&image_like, "[api]\naddress = \"\"\n").unwrap();
+    let (c, r, st) = (image_like.to_str().unwrap(), ray.to_str().unwrap(), state.to_str().unwrap());
+    let out = raylog(&["ship", "--once", "--config", c, "--path", r, "--state-dir", st], &env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let objects = weed.objects();
     for ((session, rel), bytes) in &files {
