@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -28,15 +28,7 @@ const KILLS_AT: [u64; 2] = [12, 25];
 const DOWN: Duration = Duration::from_secs(2);
 
 fn ship(config: &Path, log: &Path, weed: &Weed) -> Child {
-    let err = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_raylog"))
-        .args(["ship", "--log-level", "info", "--config"])
-        .arg(config)
-        .envs(weed.env())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("start raylog ship")
+    super::live_kill::ship_with(config, log, "info", &weed.env())
 }
 
 #[test]

@@ -36,10 +36,16 @@ fn config(dir: &Path, loki: &RealLoki) -> std::path::PathBuf {
 }
 
 fn ship(config: &Path, log: &Path) -> Child {
+    ship_with(config, log, "warn", &[])
+}
+
+/// `raylog ship --config config` at `level`, its stderr appended to `log`.
+pub(crate) fn ship_with(config: &Path, log: &Path, level: &str, env: &[(&str, String)]) -> Child {
     let err = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_raylog"))
-        .args(["ship", "--log-level", "warn", "--config"])
+        .args(["ship", "--log-level", level, "--config"])
         .arg(config)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::null())
         .stderr(err)
         .spawn()

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::counters::EventMetrics;
-use super::spool::{wrapper, Cursor, Spool};
+use super::spool::{unwrap_line, Cursor, Spool};
 use crate::agent::config::RetryConfig;
 
 /// Beside the spool dir, not in it: the source reads every file in there.
@@ -179,9 +179,7 @@ fn read_post(path: &PathBuf, seq: u64, offset: u64, size: u64) -> Option<Post> {
         }
         at += n as u64;
         let text = std::str::from_utf8(&line[..n - 1]).unwrap_or("");
-        // The wrapper's `"event":` comes before the event (post ids are hex digits).
-        let event = text.find("\"event\":").map(|p| &text[p + 8..text.len() - 1]);
-        let (Some((_, i, count)), Some(event)) = (wrapper(text), event) else {
+        let Some(((_, i, count), event)) = unwrap_line(text) else {
             // Not a line raylog wrote: skipped (with the post it was in), never
             // allowed to stall the forwarder.
             tracing::warn!(path = %path.display(), offset = at - n as u64, "a spool line is not a wrapped Ray event; not forwarding it");

@@ -27,7 +27,7 @@ pub mod forward;
 pub mod receiver;
 pub mod spool;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;

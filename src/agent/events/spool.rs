@@ -429,6 +429,15 @@ pub fn complete_posts(bytes: &[u8]) -> u64 {
     good as u64
 }
 
+/// A spool line's `(post, i, n)` and the event as Ray sent it (its bytes, unchanged).
+pub fn unwrap_line(line: &str) -> Option<((&str, u64, u64), &str)> {
+    // The wrapper's `"event":` comes before the event (post ids are hex digits), and
+    // the wrapper's `}` closes the line.
+    let at = line.find("\"event\":")?;
+    let event = line.get(at + 8..line.len().checked_sub(1)?)?;
+    Some((wrapper(line)?, event))
+}
+
 /// `(post, i, n)` of a spool line.
 pub fn wrapper(line: &str) -> Option<(&str, u64, u64)> {
     let (mut post, mut i, mut n) = (None, None, None);

@@ -18,7 +18,8 @@ mod fuzz;
 /// `source.max_line_bytes` by default.
 const MAX_LINE: usize = raylog_parsers::parser::DEFAULT_MAX_LINE_BYTES;
 
-fn posts() -> Vec<Vec<u8>> {
+/// The posts Ray 2.60 sent (`fixtures/ray-2.60-events/posts`), in order.
+pub(crate) fn posts() -> Vec<Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ray-2.60-events/posts");
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::encode::{place, Layout};
-use crate::agent::events::spool::{wrapper, Cursor, Spool};
+use crate::agent::events::spool::{unwrap_line, Cursor, Spool};
 
 /// Spool bytes one flush reads at most.
 pub const FLUSH_BYTES: u64 = 32 << 20;
@@ -150,9 +150,7 @@ fn file_event(
     now: Instant,
     groups: &mut Groups,
 ) -> Filed {
-    // The wrapper's `"event":` comes before the event (post ids are hex digits).
-    let event = line.find("\"event\":").map(|p| &line[p + 8..line.len().saturating_sub(1)]);
-    let (Some(_), Some(event)) = (wrapper(line), event) else { return Filed::Unplaceable };
+    let Some((_, event)) = unwrap_line(line) else { return Filed::Unplaceable };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(event) else { return Filed::Unplaceable };
     let Ok(p) = place(&v) else { return Filed::Unplaceable };
     // The node of the session's logs (the History Server reads a node's events

@@ -17,6 +17,7 @@ use super::service::Store;
 use super::*;
 use crate::agent::checkpoint::Resume;
 use crate::agent::events::spool::{post_id, Delivered, Readers};
+use crate::agent::events::tests::posts;
 
 const SESSION: &str = "session_2026-12-01_19-45-51_773160_3103";
 
@@ -94,18 +95,6 @@ fn node_from_posts() -> String {
         }
     }
     panic!("no NODE_DEFINITION_EVENT in the fixture's posts");
-}
-
-fn posts() -> Vec<Vec<u8>> {
-    let dir = fixture().join("posts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
 async fn objects(store: &Store) -> BTreeMap<String, Vec<u8>> {
