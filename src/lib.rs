@@ -3,13 +3,15 @@
 //! The pipeline is visible in the tree: [`discover`] finds log files under the paths
 //! given, [`scan`] (plain files, `.gz` and tarballs) reads them through the
 //! `raylog-parsers` crate, which classifies, parses, joins and correlates, and the
-//! [`cli`] filters ([`filter`]) and prints ([`pretty`], NDJSON) the records.
+//! [`cli`] filters ([`filter`]) and prints ([`pretty`], NDJSON) the records;
+//! [`embed`] runs the same for the Python module (`python/`).
 
 pub mod agent;
 #[cfg(target_os = "linux")]
 pub mod bigalloc;
 pub mod cli;
 pub mod discover;
+pub mod embed;
 pub mod filter;
 pub mod health;
 pub mod lines;

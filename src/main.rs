@@ -1,17 +1,9 @@
-//! The `raylog` binary: argument parsing and exit codes; everything else is in the
-//! library.
+//! The `raylog` binary: everything, argument parsing and exit codes included, is in
+//! the library ([`raylog::cli::main`]), which the Python module's `raylog` command
+//! runs too.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = raylog::cli::Cli::parse();
-    match raylog::cli::run(cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("raylog: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    ExitCode::from(raylog::cli::main(std::env::args_os()))
 }

@@ -72,6 +72,12 @@ pub struct HealthArgs {
 
 /// Runs `raylog health`.
 pub fn run(a: HealthArgs) -> Result<u8> {
+    run_to(a, &mut io::stdout().lock(), &mut io::stderr())
+}
+
+/// [`run`], writing the report to `out` and the messages to `err` (the Python API
+/// keeps both in memory).
+pub fn run_to(a: HealthArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8> {
     let cfg = a.input.scan_config()?;
     let zone = &cfg.opts.zone;
     let filter = Filter {
@@ -107,7 +113,6 @@ pub fn run(a: HealthArgs) -> Result<u8> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let mut err = io::stderr().lock();
     for (path, why) in &report.failures {
         let _ = writeln!(err, "raylog: error: {path}: {why}");
     }
@@ -125,7 +130,6 @@ pub fn run(a: HealthArgs) -> Result<u8> {
         HealthFormat::Text => crate::health::text::render(&health),
     };
     // A closed pipe (`| head`) is not an error worth reporting.
-    let mut out = io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
     Ok(if report.failures.is_empty() { 0 } else { 2 })
 }

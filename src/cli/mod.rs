@@ -5,6 +5,7 @@
 //! message names the flag that caused it.
 
 pub mod check_config;
+pub mod completions;
 pub mod drain;
 pub mod health;
 pub mod parse;
@@ -20,9 +21,12 @@ use raylog_parsers::{Options, Zone};
 
 use crate::filter::{parse_grep, parse_level, parse_time, Filter, IdFilter};
 
+/// raylog's version and the commit it was built from (see `build.rs`).
+pub const VERSION: &str = env!("RAYLOG_VERSION");
+
 /// Turn Ray's log files into structured records tagged with Ray ids.
 #[derive(Parser, Debug)]
-#[command(name = "raylog", version, about, long_about = None, propagate_version = true)]
+#[command(name = "raylog", version = VERSION, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -36,6 +40,8 @@ pub enum Command {
     Ship(ship::ShipArgs),
     CheckConfig(check_config::CheckConfigArgs),
     Drain(drain::DrainArgs),
+    Completions(completions::CompletionsArgs),
+    Man(completions::ManArgs),
 }
 
 /// Output formats of `parse`.
@@ -166,6 +172,31 @@ impl FilterArgs {
     }
 }
 
+/// The whole program: parses `argv` (its first item is the program's name), runs
+/// it, and returns the exit code. clap's own messages (`--help`, `--version`, a bad
+/// flag) are printed as clap prints them, with clap's codes (0, 2).
+pub fn main<I, T>(argv: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A closed pipe (`raylog --help | head -1`) is not worth a word.
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("raylog: error: {e:#}");
+            2
+        }
+    }
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
@@ -184,5 +215,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Ship(a) => ship::run(a),
         Command::CheckConfig(a) => check_config::run(a),
         Command::Drain(a) => drain::run(a),
+        Command::Completions(a) => completions::completions(a),
+        Command::Man(a) => completions::man(a),
     }
 }

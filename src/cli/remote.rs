@@ -47,7 +47,10 @@ pub fn localize(paths: &mut [PathBuf]) -> Result<Fetched> {
     if !paths.iter().any(|p| is_remote(p)) {
         return Ok(Fetched(None));
     }
-    let scratch = std::env::temp_dir().join(format!("raylog-fetch-{}", std::process::id()));
+    // One per call: the Python module may fetch for several calls of one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = std::env::temp_dir().join(format!("raylog-fetch-{}-{call}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let guard = Fetched(Some(scratch.clone()));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -85,6 +85,14 @@ impl TraceArgs {
 
 /// Runs `raylog trace`.
 pub fn run(a: TraceArgs) -> Result<u8> {
+    let stdout = io::stdout();
+    let colour = a.format == TraceFormat::Text && stdout.is_terminal();
+    run_to(a, colour, &mut stdout.lock(), &mut io::stderr())
+}
+
+/// [`run`], writing the trace to `out` and the messages to `err` (the Python API
+/// keeps both in memory).
+pub fn run_to(a: TraceArgs, colour: bool, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8> {
     let cfg = a.input.scan_config()?;
     let target = a.target()?;
     let disc = discover(&a.input.paths);
@@ -98,23 +106,26 @@ pub fn run(a: TraceArgs) -> Result<u8> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    report_problems(&got, a.quiet);
+    report_problems(&got, a.quiet, err);
     let code = super::parse::exit_code(&got.report, got.records as u64, false);
     let full_id = match got.knowledge.matched.len() {
         0 => {
-            eprintln!("raylog: no records about {} {} in the given paths", target.kind.noun(), target.id.as_str());
+            let _ = writeln!(
+                err,
+                "raylog: no records about {} {} in the given paths",
+                target.kind.noun(),
+                target.id.as_str()
+            );
             return Ok(code);
         }
         1 => got.knowledge.matched.iter().next().cloned().unwrap_or_default(),
         _ => anyhow::bail!(ambiguous(&target, &got)),
     };
-    let stdout = io::stdout();
-    let colour = a.format == TraceFormat::Text && stdout.is_terminal();
     let mut entries = got.sorted();
     if a.printed {
         entries = printed(entries, &full_id);
         if entries.is_empty() {
-            eprintln!("raylog: task {full_id} has no printed lines with a known attempt; give the event spool (state_dir/ray_events) with the logs");
+            let _ = writeln!(err, "raylog: task {full_id} has no printed lines with a known attempt; give the event spool (state_dir/ray_events) with the logs");
             return Ok(1);
         }
     }
@@ -143,12 +154,11 @@ pub fn run(a: TraceArgs) -> Result<u8> {
     };
     // A closed pipe (`| head`) is not an error worth reporting. The parts are
     // written as they are: joining them would copy the whole output once more.
-    let mut lock = stdout.lock();
     let _ = std::iter::once(head.as_str())
         .chain(records.iter().map(String::as_str))
         .chain([tail])
-        .try_for_each(|part| lock.write_all(part.as_bytes()))
-        .and_then(|_| lock.flush());
+        .try_for_each(|part| out.write_all(part.as_bytes()))
+        .and_then(|_| out.flush());
     // The process ends after this: freeing a large trace's entries one by one (eight
     // strings each) took a twentieth of its run.
     std::mem::forget(summary);
@@ -216,8 +226,7 @@ fn ambiguous(target: &Target, got: &Collected) -> String {
     )
 }
 
-fn report_problems(got: &Collected, quiet: bool) {
-    let mut err = io::stderr().lock();
+fn report_problems(got: &Collected, quiet: bool, err: &mut dyn Write) {
     for (path, why) in &got.report.failures {
         let _ = writeln!(err, "raylog: error: {path}: {why}");
     }

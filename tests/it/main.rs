@@ -23,6 +23,7 @@ mod loki_real;
 mod manyfiles;
 mod otlp;
 mod props;
+mod python;
 mod ray_metrics;
 mod reconcile;
 mod scale;
