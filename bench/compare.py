@@ -19,8 +19,8 @@ not drift at all.
 
 `parse` and `health` run with `--threads 1` (or `--threads N`) on a binary that
 has the flag, so CPU-seconds compare like for like with older single-threaded
-builds; wall-clock speed-ups from threads are measured in the README's "All cores"
-table instead.
+builds; wall-clock speed-ups from threads are measured in docs/benchmarks.md's "All cores"
+tables instead.
 
 Standard library only.
 """

@@ -9,7 +9,7 @@ second) on one page-cached tree, the OTLP receiver with --no-count (it then take
 no CPU from the agent's share of this machine's cores), and prints each pair's
 CPU-seconds (the agent's alone), their ratio, the median ratio and the ratio of the
 sums. This is how the OTLP sink's "no more CPU per MiB than the Loki sink (±10 %)"
-is measured (README, "Benchmarks"). BIN defaults to this tree's release build.
+is measured (docs/benchmarks.md, "Sink throughput"). BIN defaults to this tree's release build.
 
 Standard library only.
 """

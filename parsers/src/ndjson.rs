@@ -1,4 +1,4 @@
-//! Writes a [`Record`] as one line of JSON (the record schema of README.md).
+//! Writes a [`Record`] as one line of JSON (the record schema of docs/records.md).
 //!
 //! Hand-written rather than derived with serde because it runs once per record on
 //! the hot path: fields are appended straight into a reused `Vec<u8>`, absent fields

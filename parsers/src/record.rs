@@ -238,7 +238,7 @@ pub struct AtRecord<'a> {
     pub task_marker_at: Option<u64>,
 }
 
-/// One parsed record. See README's "Record schema" for the JSON form.
+/// One parsed record. See docs/records.md ("Record schema") for the JSON form.
 #[derive(Clone, Debug)]
 pub struct Record<'a> {
     pub timestamp: Option<Timestamp>,

@@ -47,7 +47,7 @@ pub enum Command {
 /// Output formats of `parse`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// One JSON object per line (the record schema in README.md).
+    /// One JSON object per line (the record schema in docs/records.md).
     Ndjson,
     /// Aligned text for people; coloured when stdout is a terminal.
     Pretty,

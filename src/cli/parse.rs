@@ -24,7 +24,7 @@ use crate::scan::{scan, ScanReport};
     long_about = "Parse Ray logs into records tagged with node, job, worker, actor and task ids.\n\n\
 Reads Ray temp roots, session dirs, logs dirs, single files, .gz files and \
 .tar/.tar.gz/.tgz archives (default: /tmp/ray). Every record is one JSON object \
-per line (see README.md, \"Record schema\"), or aligned text with --format pretty.",
+per line (see docs/records.md, \"Record schema\"), or aligned text with --format pretty.",
     after_help = "Examples:\n  \
 raylog parse /tmp/ray --actor-id 750d0826 --format pretty\n  \
 raylog parse node1.tar.gz node2.tar.gz --job-id 01000000 --level WARNING\n  \

@@ -1,4 +1,4 @@
-//! The configuration reference in README.md and the commented `examples/raylog.toml`
+//! The configuration reference in docs/configuration.md and the commented `examples/raylog.toml`
 //! against the config structs.
 //!
 //! The structs refuse unknown keys (`deny_unknown_fields`), and serde's refusal names
@@ -65,15 +65,17 @@ fn repo_file(rel: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
 }
 
-/// The keys in the first column of the tables under README's "## Configuration
-/// reference" heading.
-fn readme_keys() -> BTreeSet<String> {
-    let readme = repo_file("README.md");
-    let start = readme.find("\n## Configuration reference").expect("README has no '## Configuration reference'");
-    let section = &readme[start + 1..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
-    section
-        .lines()
+/// The keys in the first column of the tables of docs/configuration.md, the page under
+/// its "# Configuration reference" title (its "## Agent" and "## Sinks" sections).
+fn reference_keys() -> BTreeSet<String> {
+    let page = repo_file("docs/configuration.md");
+    assert!(
+        page.starts_with("# Configuration reference\n"),
+        "docs/configuration.md does not start with '# Configuration reference'"
+    );
+    let sinks = page.find("\n## Sinks\n").expect("docs/configuration.md has no '## Sinks'");
+    assert!(page[..sinks].contains("\n## Agent\n"), "docs/configuration.md has no '## Agent' before '## Sinks'");
+    page.lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
         .filter(|k| k.contains('.'))
@@ -90,13 +92,13 @@ fn probes_find_the_keys() {
 }
 
 #[test]
-fn readme_reference_lists_exactly_the_config_keys() {
+fn reference_lists_exactly_the_config_keys() {
     let code = struct_keys();
-    let doc = readme_keys();
+    let doc = reference_keys();
     let undocumented: Vec<_> = code.difference(&doc).collect();
     let unknown: Vec<_> = doc.difference(&code).collect();
-    assert!(undocumented.is_empty(), "keys missing from README's configuration reference: {undocumented:?}");
-    assert!(unknown.is_empty(), "README's configuration reference lists keys no config struct has: {unknown:?}");
+    assert!(undocumented.is_empty(), "keys missing from docs/configuration.md: {undocumented:?}");
+    assert!(unknown.is_empty(), "docs/configuration.md lists keys no config struct has: {unknown:?}");
 }
 
 #[test]

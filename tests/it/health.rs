@@ -467,16 +467,16 @@ fn text_report_and_errors() {
     assert!(missing.stderr.contains("/nonexistent/ray"), "{}", missing.stderr);
 }
 
-/// README's sample output is what the binary prints on that fixture.
+/// The sample output in docs/health.md is what the binary prints on that fixture.
 #[test]
-fn readme_sample_is_real_output() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("`raylog health fixtures/ray-2.60-text`").expect("README names the fixture");
-    let block = &readme[start..];
+fn docs_sample_is_real_output() {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/health.md")).unwrap();
+    let start = page.find("`raylog health fixtures/ray-2.60-text`").expect("docs/health.md names the fixture");
+    let block = &page[start..];
     let open = block.find("```\n").unwrap() + 4;
     let close = open + block[open..].find("```").unwrap();
     let run = health(&[&fixture("ray-2.60-text")], &[]);
-    assert_eq!(block[open..close], run.stdout, "README's Ray health sample differs from the output");
+    assert_eq!(block[open..close], run.stdout, "the Ray health sample in docs/health.md differs from the output");
 }
 
 /// What the agent will count per record (`detect` + `counts_once`, no state across

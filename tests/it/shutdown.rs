@@ -4,7 +4,7 @@
 //! `retry.shutdown_grace = "2s"`; each test waits for a positive sign that the sink
 //! was tried (a retry warning, a connection) before signalling, then checks that
 //! the agent exits within the grace period plus a margin, with the exit code
-//! README documents, says how many records it read but could not deliver, and
+//! docs/ship.md documents, says how many records it read but could not deliver, and
 //! saved its checkpoints for exactly what was acknowledged: a second run against a
 //! working Elasticsearch stores every record once, and sends none a second time.
 

@@ -307,8 +307,8 @@ async fn a_file_rotated_between_listing_and_upload_is_not_uploaded_under_its_old
 
 /// The planner's bytes per hour for one log growing 1 MB/s with the defaults, Ray's
 /// rotation at 512 MiB (`RAY_ROTATION_MAX_BYTES`) and 5 backups: the rounds run on
-/// virtual time, each planned write counted as done. The figure (README, "Logs that
-/// outlive the pod") is printed; the bound is what the policy allows: each active
+/// virtual time, each planned write counted as done. The figure (docs/object-store.md,
+/// "When files go up") is printed; the bound is what the policy allows: each active
 /// upload is at most `max_active_upload_bytes`, one every `upload_interval`, plus
 /// each rotated file once.
 #[test]

@@ -1,6 +1,6 @@
 //! The mapping of a record onto OTLP: its severity and its attributes, in the
 //! order both encoders write them. One table, so the protobuf and the JSON bodies
-//! cannot drift apart; the README's table is this file.
+//! cannot drift apart; the tables of docs/otlp.md are this file.
 //!
 //! Semantic-convention names where one exists (`process.pid`, `log.file.name`,
 //! `log.iostream`, `code.filepath`/`code.lineno`, `log.record.uid`), `ray.*` for

@@ -323,7 +323,7 @@ const TAKEN: [&str; 15] = [
     "truncated",
 ];
 
-/// What the record's own JSON says, in the attribute names of the README's table.
+/// What the record's own JSON says, in the attribute names of docs/otlp.md's table.
 fn expected_attrs(rec: &Value, doc: u128) -> BTreeMap<String, Value> {
     let mut want = BTreeMap::new();
     for id in ["node_id", "job_id", "worker_id", "actor_id", "task_id"] {
