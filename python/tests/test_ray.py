@@ -2,7 +2,9 @@
 the same multiset of records as `raylog parse` of the same inputs."""
 
 import json
+import shutil
 import tarfile
+import tempfile
 from collections import Counter
 
 import pytest
@@ -18,9 +20,13 @@ import raylog.ray  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # A cluster of its own (address="local"), in a temp dir of its own: the live
+    # tests of the same run start Ray clusters, and agents tail their temp dirs.
+    temp = tempfile.mkdtemp(prefix="rlpy-", dir="/tmp")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
     yield
     ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def key(rec: dict) -> str:

@@ -552,3 +552,65 @@ fn own_logs_are_plain_off_a_terminal_and_json_on_request() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("--log-format") && bad.stderr.contains("json"), "{}", bad.stderr);
 }
+
+/// `raylog completions <shell>` completes every subcommand and its flags, and
+/// `raylog man <dir>` writes a page per command, each naming its flags: both come
+/// from the clap definitions, so a new flag shows up in them by itself.
+#[test]
+fn completions_and_man_pages_cover_every_command() {
+    let help = raylog(["--help"]).stdout;
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("--help lists the commands")
+        .lines()
+        .take_while(|l| !l.starts_with("Options:"))
+        // A command's line is indented by two; its wrapped help by more.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .collect();
+    assert!(commands.contains(&"parse") && commands.contains(&"completions"), "{commands:?}");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let run = raylog(["completions", shell]);
+        assert_eq!(run.code, 0, "{shell}: {}", run.stderr);
+        for c in &commands {
+            assert!(run.stdout.contains(c), "{shell} completion lacks {c}");
+        }
+        assert!(run.stdout.contains("actor-id"), "{shell} completion lacks parse's --actor-id");
+    }
+    let bad = raylog(["completions", "tcsh"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("bash"), "names the shells it knows: {}", bad.stderr);
+    let dir = tempfile_dir("man");
+    let run = raylog([OsStr::new("man"), dir.as_os_str()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let page = std::fs::read_to_string(dir.join("raylog-parse.1")).unwrap();
+    assert!(page.contains(".TH") && page.contains("actor\\-id"), "a roff page naming --actor-id");
+    for c in &commands {
+        assert!(dir.join(format!("raylog-{c}.1")).is_file(), "no page for {c}");
+    }
+    assert!(dir.join("raylog.1").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--version` names the commit the binary was built from (this checkout's HEAD
+/// when git is here).
+#[test]
+fn version_names_the_commit() {
+    let out = raylog(["--version"]).stdout;
+    let head = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(env!("CARGO_MANIFEST_DIR")).output();
+    match head {
+        Ok(h) if h.status.success() => {
+            let commit = out.split("(commit ").nth(1).and_then(|s| s.split(')').next()).unwrap_or_default();
+            assert!(commit.len() >= 7 && String::from_utf8_lossy(&h.stdout).starts_with(commit), "{out}");
+        }
+        _ => assert!(out.contains("commit unknown"), "{out}"),
+    }
+}
+
+fn tempfile_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("raylog-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
