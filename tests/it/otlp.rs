@@ -9,8 +9,9 @@
 //!   protobuf and OTLP/JSON, gzip or not, against `raylog parse`'s record.
 //!
 //! Each needs something from outside the repo: `RAYLOG_LOKI_BIN`, `RAYLOG_BENCH_DIR`
-//! (`../shared/bench`, set by `.ci/run`) or PyPI the first time. Without it a test
-//! says how to enable it and passes; with `CI` set it fails instead.
+//! (`../shared/bench`, set by `.ci/run`) or PyPI the first time, so each is
+//! `#[ignore]`d; run with `--include-ignored` and without it, a test fails naming
+//! what is missing and how to get it (docs/testing.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -212,8 +213,9 @@ fn want_levels(recs: &BTreeMap<(String, u64), Value>) -> BTreeMap<String, u64> {
 }
 
 #[test]
+#[ignore = "needs RAYLOG_LOKI_BIN (a real Loki): ../shared/loki/start-loki.sh --path"]
 fn otlp_real_loki_stores_every_fixture_record_with_ids_and_levels() {
-    let Some(loki) = RealLoki::start("otlp-fixtures", "") else { return };
+    let loki = RealLoki::start("otlp-fixtures", "");
     let tmp = Scratch::new("otlp-fixtures");
     let endpoint = format!("{}/otlp", loki.url());
     let mut want = BTreeMap::new();
@@ -284,28 +286,23 @@ fn set_mtimes(dir: &Path, t: std::time::SystemTime) {
     }
 }
 
-/// `../shared/bench`, from `RAYLOG_BENCH_DIR`; `None` (skip) when unset outside CI.
-pub(crate) fn bench_dir(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("RAYLOG_BENCH_DIR") {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            assert!(p.join("raycorpus.py").is_file(), "RAYLOG_BENCH_DIR={} has no raycorpus.py", p.display());
-            Some(p)
-        }
-        None if std::env::var_os("CI").is_some() => {
-            panic!("{test}: RAYLOG_BENCH_DIR is not set; CI must run it (see .ci/run)")
-        }
-        None => {
-            eprintln!("SKIPPED {test}: set RAYLOG_BENCH_DIR=../shared/bench to run it");
-            None
-        }
-    }
+/// `../shared/bench`, from `RAYLOG_BENCH_DIR`. Panics when it is unset: the tests
+/// that need it are `#[ignore]`d, and run with `--include-ignored` must not pass
+/// without it.
+pub(crate) fn bench_dir(test: &str) -> PathBuf {
+    let Some(p) = std::env::var_os("RAYLOG_BENCH_DIR") else {
+        panic!("{test} needs raycorpus.py: RAYLOG_BENCH_DIR=$(cd ../shared/bench && pwd) (.ci/run sets it)")
+    };
+    let p = PathBuf::from(p);
+    assert!(p.join("raycorpus.py").is_file(), "RAYLOG_BENCH_DIR={} has no raycorpus.py", p.display());
+    p
 }
 
 #[test]
+#[ignore = "needs RAYLOG_LOKI_BIN (a real Loki), RAYLOG_BENCH_DIR (raycorpus.py): ../shared/loki/start-loki.sh --path; ../shared/bench"]
 fn otlp_real_loki_backfill_of_a_corpus_spanning_three_hours() {
-    let Some(bench) = bench_dir("otlp-corpus") else { return };
-    let Some(loki) = RealLoki::start("otlp-corpus", "") else { return };
+    let bench = bench_dir("otlp-corpus");
+    let loki = RealLoki::start("otlp-corpus", "");
     let tmp = Scratch::new("otlp-corpus");
     let ray = tmp.0.join("ray");
     let out = Command::new("python3")
@@ -354,19 +351,15 @@ fn otlp_real_loki_backfill_of_a_corpus_spanning_three_hours() {
 }
 
 /// The receiver's python: `tests/otlp/setup-venv.sh` installs its venv the first
-/// time. `None` (skip) when that fails outside CI.
-pub(crate) fn otlp_python(test: &str) -> Option<PathBuf> {
+/// time. Panics when that fails: the tests that need it are `#[ignore]`d.
+pub(crate) fn otlp_python(test: &str) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/setup-venv.sh");
     let out = Command::new("bash").arg(&script).stderr(Stdio::inherit()).output().expect("run setup-venv.sh");
-    if out.status.success() {
-        return Some(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()));
-    }
     assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: tests/otlp/setup-venv.sh failed; CI must run the independent OTLP decoder (needs PyPI the first time)"
+        out.status.success(),
+        "{test} needs the independent OTLP decoder: bash tests/otlp/setup-venv.sh failed (it needs python3 and PyPI access once)"
     );
-    eprintln!("SKIPPED {test}: tests/otlp/setup-venv.sh failed (it needs python3 and PyPI access once)");
-    None
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// `tests/otlp/receiver.py`, killed on drop.
@@ -614,8 +607,9 @@ fn check_record(
 }
 
 #[test]
+#[ignore = "needs the OTLP decoder venv (PyPI once): bash tests/otlp/setup-venv.sh"]
 fn otlp_independent_decoder_reads_every_field_of_every_record() {
-    let Some(python) = otlp_python("otlp-decoder") else { return };
+    let python = otlp_python("otlp-decoder");
     let tmp = Scratch::new("otlp-decoder");
     let rx = Receiver::start(&python, tmp.0.join("received.ndjson"));
     let endpoint = format!("http://127.0.0.1:{}", rx.port);
