@@ -18,6 +18,8 @@ fi
 # The package's README is the repository's (one front door).
 cp ../README.md README.md
 trap 'rm -f README.md' EXIT
+# The host's triple, named so that zig links it (x86_64 or aarch64 Linux).
+TARGET="$(rustc -vV | sed -n 's/^host: //p')"
 PATH="$VENV/bin:$PATH" maturin build --release --zig --compatibility manylinux_2_28 \
-  --target x86_64-unknown-linux-gnu --out ../target/wheels "$@" >&2
+  --target "$TARGET" --out ../target/wheels "$@" >&2
 ls -t ../target/wheels/raylog-*.whl | head -1 | xargs realpath
