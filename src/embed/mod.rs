@@ -110,7 +110,8 @@ pub fn read_units(paths: &[std::path::PathBuf]) -> Result<Vec<String>, String> {
         }
         let spool = d.files.iter().any(|f| f.rel.starts_with("ray_events-") && f.rel.ends_with(".ndjson"));
         if !p.is_dir() || spool {
-            units.push(p.display().to_string());
+            // As `discover` reads a path given twice once.
+            units.push(p.canonicalize().unwrap_or_else(|_| p.clone()).display().to_string());
             continue;
         }
         let dirs: Vec<&str> = d
@@ -124,6 +125,8 @@ pub fn read_units(paths: &[std::path::PathBuf]) -> Result<Vec<String>, String> {
         let covered = |a: &std::path::Path| dirs.iter().any(|dir| a.starts_with(dir));
         units.extend(d.archives.iter().filter(|a| !covered(&a.path)).map(|a| a.path.display().to_string()));
     }
+    let mut seen = std::collections::HashSet::new();
+    units.retain(|u| seen.insert(u.clone()));
     Ok(units)
 }
 

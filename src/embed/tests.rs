@@ -115,3 +115,18 @@ fn health_and_trace_run_into_memory() {
     assert!(v["summary"]["actor_id"].as_str().unwrap().starts_with("ceeabe45"), "{}", v["summary"]);
     assert!(v["records"].as_array().unwrap().len() > 10);
 }
+
+/// A logs dir, an archive and a single file are each a unit; a path given twice (or
+/// once through a symlink'd spelling) is read once, as `parse` reads it.
+#[test]
+fn read_units_split_by_logs_dir_and_read_each_once() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let text = root.join("ray-2.60-text");
+    let health = root.join("ray-2.60-health");
+    let units =
+        read_units(&[text.clone(), health.clone(), text.join("."), root.join("../fixtures/ray-2.60-text")]).unwrap();
+    assert_eq!(units.len(), 2, "{units:?}");
+    assert!(units.iter().all(|u| u.ends_with("/logs")), "{units:?}");
+    let e = read_units(&[root.join("no-such-dir")]).unwrap_err();
+    assert!(e.contains("no-such-dir"), "{e}");
+}
