@@ -122,3 +122,30 @@ def test_stopping_early_frees_the_scan():
     first = next(it)
     it.close()
     assert first == cli_records(str(TEXT))[0]
+
+
+def test_memory_stays_bounded_while_records_stream(tmp_path):
+    """64 MiB of logs (raycorpus.py) streamed through parse and parse_arrow in a fresh
+    process: the peak RSS stays far below what holding the records would take (their
+    dicts alone are several times the input)."""
+    import os
+    import sys
+
+    bench = os.environ.get("RAYLOG_BENCH_DIR")
+    if not bench:
+        pytest.skip("needs RAYLOG_BENCH_DIR (../shared/bench, its raycorpus.py)")
+    tree = tmp_path / "tree"
+    subprocess.run([sys.executable, f"{bench}/raycorpus.py", "generate", "--out", str(tree), "--size-mb", "64"],
+                   check=True, capture_output=True)
+    manifest = json.loads((tree / "manifest.json").read_text())
+    code = (
+        "import raylog, resource, sys\n"
+        "n = sum(1 for _ in raylog.parse(sys.argv[1], threads=1))\n"
+        "rows = sum(b.num_rows for b in raylog.parse_arrow(sys.argv[1], threads=1, batch_rows=8192))\n"
+        "print(n, rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tree)], check=True, capture_output=True, text=True)
+    n, rows, peak_mib = map(int, out.stdout.split())
+    records = sum(f["records"] for f in manifest["files"].values())
+    assert n == rows == records, (n, rows, records)
+    assert peak_mib < 150, f"peak RSS {peak_mib} MiB for 64 MiB of logs"
