@@ -1,6 +1,7 @@
 """The ``raylog`` command of the wheel: the command line, run in this process by the
 native module, with the binary's exit codes."""
 
+import os
 import signal
 import sys
 
@@ -14,7 +15,7 @@ def main() -> None:
     # stays ignored, as Rust binaries leave it: a write to a closed pipe fails, and
     # raylog stops quietly (`raylog parse | head`).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    raise SystemExit(_raylog.run_cli(["raylog", *sys.argv[1:]]))
+    raise SystemExit(_raylog.run_cli([b"raylog", *map(os.fsencode, sys.argv[1:])]))
 
 
 if __name__ == "__main__":

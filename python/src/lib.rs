@@ -23,8 +23,12 @@ type Flags = Vec<(String, Option<String>)>;
 /// Runs the `raylog` command line with `argv` (program name first) and returns its
 /// exit code. The GIL is released for the whole run (`raylog ship` runs until a
 /// signal).
+/// `argv` comes as bytes (`os.fsencode`), so that a path that is not UTF-8 reaches
+/// the command line as the binary would get it.
 #[pyfunction]
-fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+fn run_cli(py: Python<'_>, argv: Vec<Vec<u8>>) -> u8 {
+    use std::os::unix::ffi::OsStringExt;
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().map(std::ffi::OsString::from_vec).collect();
     py.detach(|| raylog::cli::main(argv))
 }
 

@@ -33,8 +33,12 @@ impl Query {
     pub fn parse_args(&self, sub: &str) -> Result<Command, String> {
         let mut argv = vec!["raylog".to_string(), sub.to_string()];
         for (flag, value) in &self.flags {
-            argv.push(format!("--{}", flag.replace('_', "-")));
-            argv.extend(value.iter().cloned());
+            // `--flag=value`: a value that starts with `-` (a regex, an offset) stays a value.
+            let flag = flag.replace('_', "-");
+            argv.push(match value {
+                Some(v) => format!("--{flag}={v}"),
+                None => format!("--{flag}"),
+            });
         }
         argv.push("--".into());
         argv.extend(self.paths.iter().cloned());

@@ -130,3 +130,11 @@ fn read_units_split_by_logs_dir_and_read_each_once() {
     let e = read_units(&[root.join("no-such-dir")]).unwrap_err();
     assert!(e.contains("no-such-dir"), "{e}");
 }
+
+/// A value that starts with `-` is the keyword's value, not a flag.
+#[test]
+fn a_value_starting_with_a_dash_stays_a_value() {
+    let q = query(&[("grep", "-+ ?actor"), ("threads", "1")]);
+    let Ok(crate::cli::Command::Parse(a)) = q.parse_args("parse") else { panic!("parses") };
+    assert_eq!(a.filter.grep.as_deref(), Some("-+ ?actor"));
+}
