@@ -16,6 +16,13 @@ fn main() {
     println!("cargo:rerun-if-env-changed=RAYLOG_BUILD_COMMIT");
     let from_env = std::env::var("RAYLOG_BUILD_COMMIT").ok().filter(|s| !s.is_empty());
     let commit = from_env.or_else(|| {
+        // Only this crate's own checkout: a source archive unpacked inside some other
+        // repository (a home dir under git) must not take that repository's commit.
+        let top = git(&["rev-parse", "--show-toplevel"])?;
+        let here = std::env::var("CARGO_MANIFEST_DIR").ok()?;
+        if Path::new(&top).canonicalize().ok()? != Path::new(&here).canonicalize().ok()? {
+            return None;
+        }
         let commit = git(&["rev-parse", "--short=10", "HEAD"])?;
         // Rebuild when HEAD moves: HEAD itself, the branch it names, packed refs.
         if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
