@@ -125,27 +125,39 @@ def test_stopping_early_frees_the_scan():
 
 
 def test_memory_stays_bounded_while_records_stream(tmp_path):
-    """64 MiB of logs (raycorpus.py) streamed through parse and parse_arrow in a fresh
-    process: the peak RSS stays far below what holding the records would take (their
-    dicts alone are several times the input)."""
+    """Streaming means the peak RSS does not grow with the input: 4 copies of a 32 MiB
+    raycorpus.py tree peak about where one copy does, for parse and parse_arrow, each
+    in a fresh process. Holding the records would add hundreds of MiB per copy (their
+    dicts are several times the logs)."""
     import os
+    import shutil
     import sys
 
     bench = os.environ.get("RAYLOG_BENCH_DIR")
     if not bench:
         pytest.skip("needs RAYLOG_BENCH_DIR (../shared/bench, its raycorpus.py)")
-    tree = tmp_path / "tree"
-    subprocess.run([sys.executable, f"{bench}/raycorpus.py", "generate", "--out", str(tree), "--size-mb", "64"],
+    one = tmp_path / "node-0"
+    subprocess.run([sys.executable, f"{bench}/raycorpus.py", "generate", "--out", str(one), "--size-mb", "32"],
                    check=True, capture_output=True)
-    manifest = json.loads((tree / "manifest.json").read_text())
-    code = (
-        "import raylog, resource, sys\n"
-        "n = sum(1 for _ in raylog.parse(sys.argv[1], threads=1))\n"
-        "rows = sum(b.num_rows for b in raylog.parse_arrow(sys.argv[1], threads=1, batch_rows=8192))\n"
-        "print(n, rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(tree)], check=True, capture_output=True, text=True)
-    n, rows, peak_mib = map(int, out.stdout.split())
-    records = sum(f["records"] for f in manifest["files"].values())
-    assert n == rows == records, (n, rows, records)
-    assert peak_mib < 150, f"peak RSS {peak_mib} MiB for 64 MiB of logs"
+    records = sum(f["records"] for f in json.loads((one / "manifest.json").read_text())["files"].values())
+    copies = [one] + [shutil.copytree(one, tmp_path / f"node-{i}", symlinks=True) for i in (1, 2, 3)]
+
+    def peak(kind, paths):
+        code = (
+            "import raylog, resource, sys\n"
+            "if sys.argv[1] == 'arrow':\n"
+            "    import pyarrow\n"
+            "    n = sum(b.num_rows for b in raylog.parse_arrow(sys.argv[2:], threads=1, batch_rows=8192))\n"
+            "else:\n"
+            "    n = sum(1 for _ in raylog.parse(sys.argv[2:], threads=1))\n"
+            "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code, kind, *map(str, paths)],
+                             check=True, capture_output=True, text=True)
+        return tuple(map(int, out.stdout.split()))
+
+    for kind in ("dicts", "arrow"):
+        n1, peak1 = peak(kind, copies[:1])
+        n4, peak4 = peak(kind, copies)
+        assert (n1, n4) == (records, 4 * records), (kind, n1, n4, records)
+        assert peak4 < peak1 + 40, f"{kind}: peak RSS {peak1} MiB for one tree, {peak4} MiB for four"
