@@ -3,7 +3,7 @@
 //! the same code as the command line and with the command line's own flags.
 //!
 //! A query is written as the subcommand's arguments ([`Query::parse_args`]): the
-//! caller's keyword `actor_id="…"` becomes `--actor-id …`, so every filter means,
+//! caller's keyword `actor_id="…"` becomes `--actor-id=…`, so every filter means,
 //! validates and fails exactly as it does in a shell, and a new flag needs no code
 //! here. [`stream`] parses on a thread of its own and hands records over in bounded
 //! chunks, as NDJSON ([`stream::Kind::Ndjson`]) or as Arrow columns
@@ -28,7 +28,7 @@ pub struct Query {
 }
 
 impl Query {
-    /// The command line `raylog <sub> --flag value … -- paths…`, parsed by clap.
+    /// The command line `raylog <sub> --flag=value … -- paths…`, parsed by clap.
     /// Errors are clap's message with the flags spelt as the caller's keywords.
     pub fn parse_args(&self, sub: &str) -> Result<Command, String> {
         let mut argv = vec!["raylog".to_string(), sub.to_string()];
