@@ -100,9 +100,11 @@ impl Records {
                 let all = filter.is_empty();
                 let keep = |r: &raylog_parsers::Record<'_>, _: &mut _| all || filter.matches(r);
                 let mut out = Out { tx: &tx, kind, ndjson: Vec::new(), columns: None, gone: false, written: 0 };
-                // `keep` spares the workers' copies; on one thread every record comes here.
+                // On many threads the workers hand over only what `keep` took; on one,
+                // every record comes here and is matched here, once either way.
+                let already_matched = all || cfg.threads > 1;
                 let report = scan_where(&disc, &cfg, &keep, &mut |_| {}, &mut |r| {
-                    if all || filter.matches(r) {
+                    if already_matched || filter.matches(r) {
                         out.add(r)
                     }
                 });
@@ -170,7 +172,9 @@ impl Out<'_> {
             Kind::Columns(rows) => {
                 let c = self.columns.get_or_insert_with(|| Box::new(Columns::with_capacity(rows)));
                 c.push(r);
-                c.len() >= rows || c.bytes() >= super::columns::MAX_BYTES
+                // The text's size is summed every 1,024 rows, not per record: a chunk
+                // may pass MAX_BYTES by a thousand records, far below 2 GiB.
+                c.len() >= rows || (c.len() % 1024 == 0 && c.bytes() >= super::columns::MAX_BYTES)
             }
         };
         if full {
